@@ -1,0 +1,55 @@
+"""Stable error codes (see README "Error codes"). Add new ones; never rename."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+INVALID_JSON = "invalid_json"
+INVALID_XML = "invalid_xml"
+ARITHMETIC_EXPRESSION = "arithmetic_expression"
+UNKNOWN_TOOL = "unknown_tool"
+SCHEMA_VIOLATION = "schema_violation"
+PAYLOAD_TOO_LARGE = "payload_too_large"
+NESTING_TOO_DEEP = "nesting_too_deep"
+TIMEOUT = "timeout"
+WORKER_LOST = "worker_lost"
+REJECTED = "rejected"
+BAD_REQUEST = "bad_request"
+INTERNAL_ERROR = "internal_error"
+
+ALL_CODES = frozenset(
+    {
+        INVALID_JSON,
+        INVALID_XML,
+        ARITHMETIC_EXPRESSION,
+        UNKNOWN_TOOL,
+        SCHEMA_VIOLATION,
+        PAYLOAD_TOO_LARGE,
+        NESTING_TOO_DEEP,
+        TIMEOUT,
+        WORKER_LOST,
+        REJECTED,
+        BAD_REQUEST,
+        INTERNAL_ERROR,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CodecError:
+    """One reported problem: a stable ``code``, a message a person can act on, and details.
+
+    ``details`` holds optional JSON-serialisable context such as ``position`` (0-based
+    character offset in the text that was parsed), ``path`` (JSON Pointer into the
+    arguments), ``tool`` or ``raw`` (the markup that could not be decoded).
+    """
+
+    code: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        out.update(self.details)
+        return out

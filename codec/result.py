@@ -1,0 +1,104 @@
+"""Plain result types. Every ``to_dict`` returns JSON data (``orjson.dumps`` works)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from codec.errors import CodecError
+
+Path = Literal["native", "xml", "json", "none"]
+SpanKind = Literal["text", "call", "reasoning", "markup"]
+
+
+def _dedupe(ids: list[str]) -> list[str]:
+    return list(dict.fromkeys(ids))
+
+
+@dataclass(slots=True)
+class RepairResult:
+    """What ``repair_json`` returns: the value, the repair ids applied, and any errors."""
+
+    ok: bool
+    value: Any = None
+    repairs: list[str] = field(default_factory=list)
+    errors: list[CodecError] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "value": self.value,
+            "repairs": list(self.repairs),
+            "errors": [e.to_dict() for e in self.errors],
+        }
+
+
+@dataclass(slots=True)
+class ValidationResult:
+    """What ``validate`` returns: arguments after coercion, the repairs made, and errors."""
+
+    ok: bool
+    arguments: Any = None
+    repairs: list[str] = field(default_factory=list)
+    errors: list[CodecError] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "arguments": self.arguments,
+            "repairs": list(self.repairs),
+            "errors": [e.to_dict() for e in self.errors],
+        }
+
+
+@dataclass(slots=True)
+class Span:
+    """A half-open ``[start, end)`` range of the decoded text and what it was taken as."""
+
+    kind: SpanKind
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class Call:
+    """One decoded tool call. ``span`` locates its raw markup in the input text, if any."""
+
+    name: str
+    arguments: dict[str, Any]
+    repairs: list[str] = field(default_factory=list)
+    span: tuple[int, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": self.arguments, "repairs": list(self.repairs)}
+
+
+@dataclass(slots=True)
+class DecodeResult:
+    """What ``ToolCallCodec.decode`` returns.
+
+    ``spans`` partitions the input text (for str input) in order, so that no character is
+    unaccounted for: text spans make up ``content``, call spans the calls, reasoning spans
+    ``reasoning``, and markup spans what was recognised as tool-call syntax but not decoded
+    (those also stay in ``content`` and carry an error).
+    """
+
+    ok: bool
+    path: Path = "none"
+    calls: list[Call] = field(default_factory=list)
+    content: str = ""
+    reasoning: str | None = None
+    repairs: list[str] = field(default_factory=list)
+    errors: list[CodecError] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "path": self.path,
+            "calls": [c.to_dict() for c in self.calls],
+            "content": self.content,
+            "reasoning": self.reasoning,
+            "repairs": _dedupe(self.repairs),
+            "errors": [e.to_dict() for e in self.errors],
+        }

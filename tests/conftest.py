@@ -1,0 +1,1 @@
+"""Shared pytest fixtures. Redis fixtures live in tests/redis_server.py."""
