@@ -17,6 +17,8 @@ WORKER_LOST = "worker_lost"
 REJECTED = "rejected"
 BAD_REQUEST = "bad_request"
 INTERNAL_ERROR = "internal_error"
+# Added beyond the original list: the queue backend (Redis) could not be reached.
+BACKEND_UNAVAILABLE = "backend_unavailable"
 
 ALL_CODES = frozenset(
     {
@@ -32,6 +34,7 @@ ALL_CODES = frozenset(
         REJECTED,
         BAD_REQUEST,
         INTERNAL_ERROR,
+        BACKEND_UNAVAILABLE,
     }
 )
 
