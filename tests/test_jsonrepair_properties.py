@@ -1,0 +1,117 @@
+"""Property tests for codec.jsonrepair: valid JSON round-trips, nothing raises."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codec.errors import ALL_CODES, INTERNAL_ERROR
+from codec.jsonrepair import repair_json, repair_json_prefix
+
+# 64-bit integers: beyond that range orjson (and so repair_json) reads integers as floats.
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+json_values = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=5)
+    | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=25,
+)
+dump_options = st.sampled_from(
+    [{}, {"indent": 2}, {"ensure_ascii": False}, {"indent": 1, "ensure_ascii": False},
+     {"separators": (",", ":")}]
+)
+any_text = st.text(
+    alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()),
+    max_size=60,
+) | st.text(alphabet='{}[]:,"\'\\/*+-.0123456789eEtrufalsn \n\t\x00\ud800“”，｛', max_size=60)
+
+
+def _clean(res) -> bool:
+    """A result is either a value, or a failure with stable error codes (never a crash)."""
+    if res.ok:
+        return res.errors == []
+    return res.value is None and res.errors and all(
+        e.code in ALL_CODES and e.code != INTERNAL_ERROR and "position" in e.details
+        for e in res.errors
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values, dump_options)
+def test_valid_json_round_trips_untouched(value, options) -> None:
+    text = json.dumps(value, **options)
+    res = repair_json(text)
+    assert res.ok and res.repairs == []
+    assert res.value == value
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values, dump_options)
+def test_prefix_reads_valid_json_exactly(value, options) -> None:
+    text = json.dumps(value, **options)
+    res, end = repair_json_prefix("  " + text + " trailing prose", 0)
+    assert res.ok and res.repairs == [] and res.value == value
+    assert end == 2 + len(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(any_text)
+def test_never_raises_on_any_text(text) -> None:
+    res = repair_json(text)
+    assert _clean(res)
+    prefix, end = repair_json_prefix(text, 0)
+    assert _clean(prefix) and 0 <= end <= len(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values.filter(lambda v: isinstance(v, (list, dict))), dump_options, st.data())
+def test_truncation_is_closed_or_cleanly_refused(value, options, data) -> None:
+    text = json.dumps(value, **options)
+    cut = data.draw(st.integers(min_value=1, max_value=len(text) - 1))
+    res = repair_json(text[:cut])
+    assert _clean(res)
+    assert res.ok, res.errors
+    assert "json.unclosed" in res.repairs
+
+
+def _add_trailing_commas(text: str) -> str:
+    # after every value that closes a non-empty container; strings are dumped by json, so a
+    # `]` or `}` inside them is never preceded by a structural position we could misread:
+    # apply only to texts whose strings contain no brackets
+    return re.sub(r"(?<=[^\[{\s])(\s*)([\]}])", r",\1\2", text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values.filter(lambda v: isinstance(v, (list, dict)) and v), dump_options)
+def test_trailing_commas_are_repaired_back(value, options) -> None:
+    text = json.dumps(value, **options)
+    if any(ch in s for s in _strings(value) for ch in "[]{}"):
+        return  # a bracket inside a string would get a comma too: not a trailing comma
+    damaged = _add_trailing_commas(text)
+    res = repair_json(damaged)
+    assert res.ok, res.errors
+    assert res.value == value
+    assert res.repairs == ["json.trailing_comma"]
+
+
+def _strings(value) -> list[str]:
+    out, todo = [], [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, dict):
+            out.extend(v)
+            todo.extend(v.values())
+    return out
