@@ -1,0 +1,181 @@
+"""Check a tool call's arguments: known tool, JSON object, normalised, coerced, schema-valid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from codec.coerce import DECODE_JSON_STRING, coerce_checked
+from codec.errors import (
+    INVALID_JSON,
+    NESTING_TOO_DEEP,
+    SCHEMA_VIOLATION,
+    UNKNOWN_TOOL,
+    CodecError,
+)
+from codec.normalize import normalize_payload
+from codec.result import ValidationResult
+from codec.tools import ToolRegistry, ToolSpec
+
+_MAX_ERRORS = 50  # one bad array of 10 000 items must not yield 10 000 errors
+_MAX_VALUE_REPR = 80
+_MAX_MESSAGE = 300
+_MAX_LISTED_TOOLS = 10
+
+
+def check_arguments(spec: ToolSpec, arguments: object) -> list[CodecError]:
+    """Validate *arguments* against ``spec``'s schema; one ``schema_violation`` per problem.
+
+    Errors are sorted by JSON path. Each carries ``path`` (a JSON Pointer, ``""`` for the
+    arguments object itself), ``tool`` and ``validator`` (the failing schema keyword).
+    Values quoted in messages are truncated, so a huge argument cannot flood a log.
+    """
+    found = sorted(spec.validator.iter_errors(arguments), key=_error_order)
+    errors = [_violation(spec.name, e) for e in found[:_MAX_ERRORS]]
+    if len(found) > _MAX_ERRORS:
+        errors.append(
+            CodecError(
+                SCHEMA_VIOLATION,
+                f"{len(found) - _MAX_ERRORS} more schema violations not listed",
+                {"path": "", "tool": spec.name, "validator": "truncated"},
+            )
+        )
+    return errors
+
+
+def validate_call(
+    registry: ToolRegistry,
+    name: str,
+    arguments: object,
+    *,
+    text_values: bool = False,
+    nfkc_strings: bool = False,
+) -> ValidationResult:
+    """Validate one call of tool *name*, repairing what can be repaired without guessing.
+
+    Steps: the tool must be registered (``unknown_tool``); string arguments are decoded as
+    (possibly malformed) JSON; ``None`` and ``""`` mean no arguments; anything but an object
+    is a ``schema_violation``; then `normalize_payload`, `coerce_arguments` and
+    `check_arguments`. The result holds the coerced arguments even when they are invalid,
+    so the caller sees what was checked. ``ok`` is true iff there are no errors.
+    *text_values* and *nfkc_strings* are passed on to coercion and normalisation.
+    """
+    spec = registry.get(name) if isinstance(name, str) else None
+    if spec is None:
+        return ValidationResult(False, arguments, [], [_unknown_tool(registry, name)])
+    repairs: list[str] = []
+    arguments, error = _as_object(spec, arguments, repairs)
+    if error is not None:
+        return ValidationResult(False, arguments, repairs, [error])
+    try:
+        arguments, found = normalize_payload(arguments, nfkc_strings=nfkc_strings)
+        _extend(repairs, found)
+        arguments, found, valid = coerce_checked(spec, arguments, text_values=text_values)
+        _extend(repairs, found)
+        errors = [] if valid else check_arguments(spec, arguments)
+    except RecursionError:
+        error = CodecError(
+            NESTING_TOO_DEEP, "arguments are nested too deeply to check", {"tool": spec.name}
+        )
+        return ValidationResult(False, arguments, repairs, [error])
+    return ValidationResult(not errors, arguments, repairs, errors)
+
+
+def _as_object(
+    spec: ToolSpec, arguments: object, repairs: list[str]
+) -> tuple[Any, CodecError | None]:
+    """The arguments as a dict (decoding a JSON string), or an error saying why not."""
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return {}, None
+    if isinstance(arguments, str):
+        decoded, error = _decode(spec, arguments, repairs)
+        if error is not None:
+            return arguments, error
+        arguments = decoded
+    if not isinstance(arguments, dict):
+        return arguments, CodecError(
+            SCHEMA_VIOLATION,
+            f"arguments of {spec.name!r} must be a JSON object, got {_kind(arguments)}",
+            {"path": "", "tool": spec.name, "validator": "type"},
+        )
+    return arguments, None
+
+
+def _decode(spec: ToolSpec, text: str, repairs: list[str]) -> tuple[Any, CodecError | None]:
+    try:
+        from codec.jsonrepair import repair_json
+    except ImportError:  # the repairer is not available: accept strict JSON only
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            return None, CodecError(
+                INVALID_JSON,
+                f"arguments of {spec.name!r} are not valid JSON: {exc}",
+                {"tool": spec.name, "position": exc.pos},
+            )
+        _extend(repairs, [DECODE_JSON_STRING])
+        return value, None
+    result = repair_json(text)
+    if not result.ok:
+        errors = result.errors or [
+            CodecError(INVALID_JSON, f"arguments of {spec.name!r} could not be decoded as JSON")
+        ]
+        return None, errors[0]
+    _extend(repairs, [*result.repairs, DECODE_JSON_STRING])
+    return result.value, None
+
+
+def _extend(repairs: list[str], found: list[str]) -> None:
+    for repair in found:
+        if repair not in repairs:
+            repairs.append(repair)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return f"a {type(value).__name__}" if not isinstance(value, str) else "a string"
+
+
+def _unknown_tool(registry: ToolRegistry, name: object) -> CodecError:
+    names = registry.names()
+    listed = ", ".join(repr(n) for n in names[:_MAX_LISTED_TOOLS])
+    if len(names) > _MAX_LISTED_TOOLS:
+        listed += f" and {len(names) - _MAX_LISTED_TOOLS} more"
+    known = f"known tools: {listed}" if names else "no tools are registered"
+    shown = _short(repr(name))
+    return CodecError(UNKNOWN_TOOL, f"unknown tool {shown}; {known}", {"tool": _short(str(name))})
+
+
+def _error_order(error: Any) -> tuple:
+    # ints before strings at each level so mixed paths compare; then keyword for stability
+    path = tuple((0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in error.path)
+    return path, str(error.validator), error.message
+
+
+def _violation(tool: str, error: Any) -> CodecError:
+    pointer = _pointer(error.absolute_path)
+    message = error.message
+    shown = repr(error.instance)
+    if len(shown) > _MAX_VALUE_REPR and shown in message:
+        message = message.replace(shown, _short(shown))
+    message = f"{pointer or '(arguments)'}: {_short(message, _MAX_MESSAGE)}"
+    return CodecError(
+        SCHEMA_VIOLATION,
+        message,
+        # validator is None when a `false` subschema rejected the value
+        {"path": pointer, "tool": tool, "validator": str(error.validator or "false")},
+    )
+
+
+def _pointer(path: Any) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def _short(text: str, limit: int = _MAX_VALUE_REPR) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
