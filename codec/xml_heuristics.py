@@ -1,0 +1,245 @@
+"""The default heuristics for XML tool calls (documented in ``docs/repairs-xml.md``).
+
+Text heuristics never touch the inside of ``<![CDATA[…]]>``: what stands there is literal.
+Each one is a small class with an ``id`` and a ``phase``; ``default_heuristics()`` lists them in
+the order the default pipeline runs them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from codec.heuristics import HeuristicContext, HeuristicResult, Phase
+from codec.xmlscan import (
+    NAME_PATTERN,
+    UNCLOSED,
+    UNTERMINATED_TAG,
+    ScanOptions,
+    reference_length,
+    scan,
+    starts_tag,
+)
+
+_CDATA_RE = re.compile(r"<!\[CDATA\[.*?(?:\]\]>|\Z)", re.DOTALL)
+_NAME = NAME_PATTERN
+_OPENED_RE = re.compile(r"<(" + _NAME + r")")
+_SLOPPY_CLOSE_RE = re.compile(r"</[ \t\r\n]+(" + _NAME + r")[ \t\r\n]*>")
+_CUT_CLOSE_RE = re.compile(r"</[ \t\r\n]*(" + _NAME + r")[ \t\r\n]*\Z")
+# A bare "&" outside CDATA and outside shorthand tags (<name=VALUE> holds literal text).
+_AMP_SCAN_RE = re.compile(
+    r"<!\[CDATA\[.*?(?:\]\]>|\Z)|<" + _NAME + r"[ \t\r\n]*=[^<>]*>|&", re.DOTALL
+)
+_MAX_BALANCE_STEPS = 256
+
+
+def _outside_cdata(text: str, fix: Callable[[str], str]) -> str:
+    """Apply ``fix`` to every stretch of ``text`` outside CDATA sections."""
+    out, pos = [], 0
+    for m in _CDATA_RE.finditer(text):
+        out.append(fix(text[pos : m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(fix(text[pos:]))
+    return "".join(out)
+
+
+class NormalizeCloseTag:
+    """``</ city >`` → ``</city>``; a ``</city`` cut off at the very end → ``</city>``.
+
+    Only names that some open tag in the text uses are touched, so that text such as
+    ``a </ b`` inside a value stays as written."""
+
+    id = "xml.normalize_close_tag"
+    phase: Phase = "pre-parse"
+
+    def applies(self, ctx: HeuristicContext) -> bool:
+        return "</" in ctx.raw
+
+    def run(self, ctx: HeuristicContext) -> HeuristicResult | None:
+        opened = set(_OPENED_RE.findall(ctx.raw))
+
+        def fix_sloppy(m: re.Match[str]) -> str:
+            return f"</{m.group(1)}>" if m.group(1) in opened else m.group(0)
+
+        text = _outside_cdata(ctx.raw, lambda s: _SLOPPY_CLOSE_RE.sub(fix_sloppy, s))
+        cut = _CUT_CLOSE_RE.search(text)
+        if cut and cut.group(1) in opened and not _in_cdata(text, cut.start()):
+            text = text[: cut.start()] + f"</{cut.group(1)}>"
+        return HeuristicResult(raw=text)
+
+
+def _in_cdata(text: str, pos: int) -> bool:
+    return any(m.start() < pos < m.end() for m in _CDATA_RE.finditer(text, 0, pos + 1))
+
+
+class EscapeLt:
+    """A ``<`` that starts no tag (``a < b``, ``x<3``, ``<=``) is text → ``&lt;``."""
+
+    id = "xml.escape_lt"
+    phase: Phase = "pre-parse"
+
+    def applies(self, ctx: HeuristicContext) -> bool:
+        return "<" in ctx.raw
+
+    def run(self, ctx: HeuristicContext) -> HeuristicResult | None:
+        return HeuristicResult(raw=_outside_cdata(ctx.raw, escape_stray_lt))
+
+
+def escape_stray_lt(text: str) -> str:
+    """Replace each ``<`` of ``text`` that starts no tag by ``&lt;`` (ignores CDATA)."""
+    if "<" not in text:
+        return text
+    out, pos = [], 0
+    while (i := text.find("<", pos)) >= 0:
+        if not starts_tag(text, i):
+            out.append(text[pos:i])
+            out.append("&lt;")
+            pos = i + 1
+        else:
+            out.append(text[pos : i + 1])
+            pos = i + 1
+    out.append(text[pos:])
+    return "".join(out)
+
+
+class EscapeAmpersand:
+    """After a failed parse: a bare ``&`` → ``&amp;``. The five XML entities and numeric
+    references stay; other named references (``&nbsp;``) are not XML and become text."""
+
+    id = "xml.escape_ampersand"
+    phase: Phase = "fallback-reparse"
+
+    def applies(self, ctx: HeuristicContext) -> bool:
+        return bool(ctx.errors) and "&" in ctx.raw
+
+    def run(self, ctx: HeuristicContext) -> HeuristicResult | None:
+        return HeuristicResult(raw=escape_bare_ampersands(ctx.raw))
+
+
+def escape_bare_ampersands(text: str) -> str:
+    """Escape every bare ``&`` of ``text`` outside CDATA and ``<name=VALUE>`` tags."""
+
+    def fix(m: re.Match[str]) -> str:
+        if m.group(0) != "&" or reference_length(text, m.start()):
+            return m.group(0)
+        return "&amp;"
+
+    return _AMP_SCAN_RE.sub(fix, text)
+
+
+class BalanceTags:
+    """After a failed parse: close what was left open. An unclosed element is closed where
+    its parent closes or, for raw-text parameters, where the next structural tag opens; the
+    elements still open at the end are closed there, completing a cut-off close tag
+    (``</para`` → ``</parameter>``). Text is only ever added, never removed."""
+
+    id = "xml.balance_tags"
+    phase: Phase = "fallback-reparse"
+
+    def applies(self, ctx: HeuristicContext) -> bool:
+        return bool(ctx.errors)
+
+    def run(self, ctx: HeuristicContext) -> HeuristicResult | None:
+        options = ctx.meta.get("scan_options") or ScanOptions()
+        return HeuristicResult(raw=balance_tags(ctx.raw, options))
+
+
+def balance_tags(text: str, options: ScanOptions) -> str:
+    """Insert the close tags ``text`` lacks, as far as that lets it scan."""
+    for _ in range(_MAX_BALANCE_STEPS):
+        err = scan(text, options).error
+        if err is None or err.expected is None:
+            break
+        if err.kind == UNCLOSED:
+            text = text[: err.position] + err.expected + text[err.position :]
+        elif err.kind == UNTERMINATED_TAG and _is_cut_close(text[err.position :], err.expected):
+            text = text[: err.position] + err.expected
+        else:
+            break
+    return text
+
+
+def _is_cut_close(tail: str, expected: str) -> bool:
+    squeezed = re.sub(r"[ \t\r\n]+", "", tail)
+    return bool(squeezed) and expected.startswith(squeezed)
+
+
+class DedupeTags:
+    """A parameter given several times. The parser collects repeats into a list: that is the
+    format's way to write an array, so it stays when the schema wants an array (or says
+    nothing). When the schema wants one value, the last one is kept and the dropped values
+    are reported in ``ctx.meta["warnings"]`` and ``ctx.meta["dropped"]``."""
+
+    id = "xml.dedupe_tags"
+    phase: Phase = "post-parse"
+
+    def applies(self, ctx: HeuristicContext) -> bool:
+        return bool(ctx.meta.get("xml_repeated")) and isinstance(ctx.parsed, dict)
+
+    def run(self, ctx: HeuristicContext) -> HeuristicResult | None:
+        args = dict(ctx.parsed)  # type: ignore[call-overload]
+        for name in ctx.meta["xml_repeated"]:
+            values = args.get(name)
+            if not isinstance(values, list) or not _wants_single(_property(ctx.schema, name)):
+                continue
+            args[name] = values[-1]
+            ctx.meta.setdefault("dropped", {})[name] = values[:-1]
+            ctx.meta.setdefault("warnings", []).append(
+                f"parameter {name!r} was given {len(values)} times; kept the last value and "
+                f"dropped {_preview(values[:-1])}"
+            )
+        return HeuristicResult(parsed=args)
+
+
+def _property(schema: dict | None, name: str) -> dict | None:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    prop = props.get(name) if isinstance(props, dict) else None
+    return prop if isinstance(prop, dict) else None
+
+
+def _wants_single(prop: dict | None) -> bool:
+    kind = prop.get("type") if prop else None
+    kinds = set(kind) if isinstance(kind, list) else {kind} if isinstance(kind, str) else set()
+    return bool(kinds) and "array" not in kinds
+
+
+def _preview(values: list[Any], limit: int = 200) -> str:
+    shown = orjson.dumps(values).decode()
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+class SchemaCoerce:
+    """Coerce the parsed text values to the tool's schema (``"3"`` → ``3`` for an integer).
+
+    Records the repair ids ``coerce_arguments`` reports, not ``schema.coerce`` itself: reading
+    a number out of XML text is the format's meaning, not a repair."""
+
+    id = "schema.coerce"
+    phase: Phase = "post-parse"
+
+    def applies(self, ctx: HeuristicContext) -> bool:
+        return ctx.meta.get("tool_spec") is not None and isinstance(ctx.parsed, dict)
+
+    def run(self, ctx: HeuristicContext) -> HeuristicResult | None:
+        from codec.coerce import coerce_arguments  # late: a sibling module
+
+        # coerce_arguments never mutates its input, so the pipeline's comparison sees changes.
+        coerced, repairs = coerce_arguments(ctx.meta["tool_spec"], ctx.parsed, text_values=True)
+        return HeuristicResult(parsed=coerced, repairs=tuple(repairs))
+
+
+def default_heuristics() -> list[Any]:
+    """The default XML heuristics, in pipeline order."""
+    return [
+        NormalizeCloseTag(),
+        EscapeLt(),
+        EscapeAmpersand(),
+        BalanceTags(),
+        DedupeTags(),
+        SchemaCoerce(),
+    ]
+

@@ -1,0 +1,410 @@
+"""Decode one XML tool call (the envelope text the gate found) into a name and arguments.
+
+Formats (``fmt``):
+
+- ``"function"``: ``<tool_call><function=NAME><parameter=P>v</parameter>…</function></tool_call>``;
+  the ``<tool_call>`` wrapper is optional, ``<function name="NAME">`` and
+  ``<parameter name="P">`` are accepted too. Parameter bodies are raw text (a ``<`` that opens
+  no ``parameter``/``function``/``tool_call`` tag is literal). A child element other than
+  ``<parameter>`` is a parameter named by its tag.
+- ``"tool_tag"``: ``<get_weather><city>Paris</city></get_weather>``: child elements are
+  parameters; nested elements make objects (or arrays, when the schema wants an array and all
+  children share one tag); repeated elements make lists. Parameters whose schema type is
+  scalar are raw text.
+- ``"tool_element"``: ``<tool><tool_name>N</tool_name><arguments>…</arguments></tool>`` with an
+  optional ``<server_name>``; arguments read as in ``tool_tag``. Unknown children of ``<tool>``
+  are ignored and reported in ``warnings``.
+
+Whitespace: in a text value, the whitespace-only rest of the opening tag's line (up to and
+including its newline) and the newline that starts the closing tag's line (with any spaces or
+tabs after it) are dropped; everything else is kept. CDATA and character references are never
+trimmed, so ``&#10;`` keeps an edge newline. Whitespace-only text between elements is layout.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from codec import errors as E
+from codec.errors import CodecError
+from codec.heuristics import HeuristicContext, Pipeline
+from codec.limits import DEFAULT_LIMITS, Limits
+from codec.xmlscan import TOO_DEEP, Element, ScanError, ScanOptions, Text, scan
+
+XmlFormat = Literal["function", "tool_tag", "tool_element"]
+FORMATS: tuple[str, ...] = ("function", "tool_tag", "tool_element")
+
+_FUNCTION_NAME_RE = re.compile(
+    r"<function(?:[ \t]*=[ \t]*[\"']?([^\"'<>\s/]+)|\s+name\s*=\s*[\"']([^\"'<>]*)[\"'])"
+)
+_TOOL_NAME_RE = re.compile(r"<tool_name>\s*([^<]*?)\s*</tool_name>")
+_FIRST_TAG_RE = re.compile(r"<([^\W\d][\w.:-]*)")
+_LEAD_RE = re.compile(r"\A[ \t]*\r?\n")
+_TRAIL_RE = re.compile(r"\r?\n[ \t]*\Z")
+_SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
+_FUNCTION_TAGS = frozenset({"parameter", "function", "tool_call"})
+_ELEMENT_TAGS = frozenset({"tool", "tool_name", "server_name", "arguments"})
+
+
+@dataclass(slots=True)
+class XmlCallResult:
+    """One decoded XML call. ``arguments`` is None when the markup could not be parsed.
+
+    ``name`` is set whenever it could be read, also for an unknown tool (so the caller can
+    report it). ``warnings`` say what was dropped or ignored without being an error.
+    """
+
+    name: str | None
+    arguments: dict | None
+    repairs: list[str] = field(default_factory=list)
+    errors: list[CodecError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    server_name: str | None = None
+
+
+class _Invalid(Exception):
+    """Internal: the markup scanned but is not a call of the format (caught in ``_parse``)."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+def decode_xml_call(
+    raw: str,
+    fmt: XmlFormat,
+    *,
+    registry: Any,
+    pipeline: Pipeline,
+    tag_name: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> XmlCallResult:
+    """Decode the XML call ``raw`` (one envelope, perhaps missing its final close tag).
+
+    ``registry`` answers ``get(name) -> ToolSpec | None``; with ``registry=None`` names are
+    not checked and no schema applies. Never raises on any ``raw``; ``fmt`` must be one of
+    ``FORMATS`` (``ValueError`` otherwise).
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown XML call format {fmt!r}; expected one of {FORMATS}")
+    if len(raw) > limits.max_chars:
+        err = CodecError(
+            E.PAYLOAD_TOO_LARGE,
+            f"the XML call is {len(raw)} characters; the limit is {limits.max_chars}",
+        )
+        return XmlCallResult(name=None, arguments=None, errors=[err])
+    name = _peek_name(raw, fmt, tag_name)
+    spec = _lookup(registry, name)
+    schema = getattr(spec, "schema", None)
+    ctx = HeuristicContext(tool_name=name, schema=schema, raw=raw, parsed=None)
+    ctx.meta.update(
+        original=raw,
+        xml_format=fmt,
+        tool_spec=spec,
+        scan_options=_scan_options(fmt, name, schema, limits),
+    )
+    pipeline.run(ctx, lambda text, c: _parse(text, c, fmt, tag_name, registry))
+    return _finish(ctx, registry)
+
+
+def _finish(ctx: HeuristicContext, registry: Any) -> XmlCallResult:
+    meta = ctx.meta
+    warnings = list(meta.get("parse_warnings", ())) + list(meta.get("warnings", ()))
+    warnings += [
+        f"heuristic {f['id']} ({f['phase']}) failed and was skipped: {f['error']}"
+        for f in meta.get("heuristic_failures", ())
+    ]
+    result = XmlCallResult(
+        name=ctx.tool_name,
+        arguments=None,
+        repairs=list(ctx.repairs),
+        warnings=warnings,
+        server_name=meta.get("server_name"),
+    )
+    if ctx.parsed is None:
+        result.errors = list(ctx.errors) or [
+            CodecError(E.INVALID_XML, "the XML call could not be parsed", {"tool": ctx.tool_name})
+        ]
+        return result
+    result.arguments = ctx.parsed  # type: ignore[assignment]
+    spec = meta.get("tool_spec")
+    if registry is not None and spec is None:
+        result.errors.append(
+            CodecError(
+                E.UNKNOWN_TOOL,
+                f"no tool named {ctx.tool_name!r} is registered",
+                {"tool": ctx.tool_name},
+            )
+        )
+    elif spec is not None:
+        result.errors.extend(_check(spec, result.arguments, result.warnings))
+    return result
+
+
+def _check(spec: Any, args: dict, warnings: list[str]) -> list[CodecError]:
+    try:
+        from codec.validation import check_arguments  # late: a sibling module
+    except ImportError:
+        warnings.append("schema validation unavailable: codec.validation is missing")
+        return []
+    return list(check_arguments(spec, args))
+
+
+def _lookup(registry: Any, name: str | None) -> Any:
+    return registry.get(name) if registry is not None and name else None
+
+
+def _peek_name(raw: str, fmt: str, tag_name: str | None) -> str | None:
+    """The tool name, read before parsing so that the schema can guide the parse."""
+    if fmt == "tool_tag":
+        m = _FIRST_TAG_RE.search(raw)
+        return tag_name or (m.group(1) if m else None)
+    m = (_FUNCTION_NAME_RE if fmt == "function" else _TOOL_NAME_RE).search(raw)
+    if m is None:
+        return None
+    return next((g for g in m.groups() if g), None)
+
+
+def _scan_options(fmt: str, name: str | None, schema: dict | None, limits: Limits) -> ScanOptions:
+    if fmt == "function":
+        return ScanOptions(frozenset({"parameter"}), _FUNCTION_TAGS, limits.max_depth)
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    names = frozenset(props) if isinstance(props, dict) else frozenset()
+    frame = _ELEMENT_TAGS if fmt == "tool_element" else frozenset({name} if name else ())
+    return ScanOptions(_scalar_parameters(props), names | frame, limits.max_depth)
+
+
+def _scalar_parameters(props: dict | None) -> frozenset[str]:
+    """Properties whose type is scalar only: their bodies are raw text, not markup."""
+    if not isinstance(props, dict):
+        return frozenset()
+    names = set()
+    for pname, prop in props.items():
+        kind = prop.get("type") if isinstance(prop, dict) else None
+        kinds = kind if isinstance(kind, list) else [kind]
+        if kinds and all(k in _SCALAR_TYPES for k in kinds):
+            names.add(pname)
+    return frozenset(names)
+
+
+# -- parsing ---------------------------------------------------------------------------------
+
+
+def _parse(
+    text: str, ctx: HeuristicContext, fmt: str, tag_name: str | None, registry: Any
+) -> tuple[dict | None, list[CodecError]]:
+    ctx.meta["parse_warnings"] = []
+    ctx.meta.pop("xml_repeated", None)
+    ctx.meta.pop("server_name", None)
+    result = scan(text, ctx.meta["scan_options"])
+    if result.error is not None:
+        return None, [_scan_error(result.error, text, ctx)]
+    reader = _Reader(ctx.schema, ctx.meta["parse_warnings"])
+    try:
+        if fmt == "function":
+            name, args = reader.function_call(result.nodes)
+        elif fmt == "tool_tag":
+            name, args = reader.tool_tag(result.nodes, tag_name)
+        else:
+            name, args = reader.tool_element(result.nodes, ctx.meta)
+    except _Invalid as exc:
+        return None, [_error(E.INVALID_XML, str(exc), exc.position, text, ctx)]
+    if name != ctx.tool_name:  # the peek missed; let the real name pick the schema
+        ctx.tool_name = name
+        ctx.meta["tool_spec"] = _lookup(registry, name)
+        ctx.schema = getattr(ctx.meta["tool_spec"], "schema", None)
+    if reader.repeated:
+        ctx.meta["xml_repeated"] = sorted(reader.repeated)
+    return args, []
+
+
+def _scan_error(err: ScanError, text: str, ctx: HeuristicContext) -> CodecError:
+    code = E.NESTING_TOO_DEEP if err.kind == TOO_DEEP else E.INVALID_XML
+    error = _error(code, err.message, err.position, text, ctx)
+    error.details["kind"] = err.kind
+    if err.expected:
+        error.details["expected"] = err.expected
+    return error
+
+
+def _error(code: str, what: str, position: int, text: str, ctx: HeuristicContext) -> CodecError:
+    near = text[max(0, position - 20) : position + 20]
+    where = f"{ctx.tool_name!r} call" if ctx.tool_name else "XML call"
+    message = f"{where}: {what}; near {near!r}"
+    if text != ctx.meta.get("original"):
+        message += " (offset into the text as repaired)"
+    return CodecError(code, message, {"position": position, "tool": ctx.tool_name})
+
+
+def _join_text(children: list[Element | Text]) -> str:
+    """The value of a text-only element, trimmed as the module docstring describes."""
+    parts = [c.value for c in children if isinstance(c, Text)]
+    if not parts:
+        return ""
+    first, last = children[0], children[-1]
+    if isinstance(first, Text) and not first.literal:
+        parts[0] = _LEAD_RE.sub("", parts[0], count=1)
+    if isinstance(last, Text) and not last.literal:
+        parts[-1] = _TRAIL_RE.sub("", parts[-1], count=1)
+    return "".join(parts)
+
+
+def _is_layout(node: Element | Text) -> bool:
+    return isinstance(node, Text) and not node.literal and not node.value.strip()
+
+
+def _types(schema: dict | None) -> set[str]:
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    return set(kind) if isinstance(kind, list) else {kind} if isinstance(kind, str) else set()
+
+
+def _child_schema(schema: dict | None, name: str) -> dict | None:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    prop = props.get(name) if isinstance(props, dict) else None
+    return prop if isinstance(prop, dict) else None
+
+
+class _Reader:
+    """Turns scanned elements into a tool name and an arguments dict, per format."""
+
+    def __init__(self, schema: dict | None, warnings: list[str]) -> None:
+        self.schema = schema
+        self.warnings = warnings
+        self.repeated: set[str] = set()
+
+    # formats
+    def function_call(self, nodes: list[Element | Text]) -> tuple[str, dict]:
+        root = _single_element(nodes, "<tool_call> or <function=NAME>")
+        fn = root
+        if root.name == "tool_call":
+            fn = _single_element(root.children, "<function=NAME> inside <tool_call>")
+        if fn.name != "function":
+            raise _Invalid(f"expected <function=NAME>, found <{fn.name}>", fn.start)
+        name = _name_of(fn)
+        if not name:
+            raise _Invalid("<function> has no name; expected <function=NAME>", fn.start)
+        args: dict[str, list[Any]] = {}
+        for child in fn.children:
+            if _is_layout(child):
+                continue
+            if isinstance(child, Text):
+                raise _Invalid(f"text outside any <parameter> in <function={name}>", child.start)
+            if child.name == "parameter":
+                pname = _name_of(child)
+                if not pname:
+                    what = "<parameter> has no name; expected <parameter=NAME>"
+                    raise _Invalid(what, child.start)
+                value: Any = _join_text(child.children)
+            else:
+                pname = child.name
+                value = self.value(child, _child_schema(self.schema, pname))
+            args.setdefault(pname, []).append(value)
+        return name, self._collapse(args)
+
+    def tool_tag(self, nodes: list[Element | Text], tag_name: str | None) -> tuple[str, dict]:
+        root = _single_element(nodes, f"<{tag_name or 'TOOL'}>")
+        if tag_name and root.name != tag_name:
+            raise _Invalid(f"expected <{tag_name}>, found <{root.name}>", root.start)
+        self._note_attrs(root)
+        return root.name, self.parameters(root)
+
+    def tool_element(self, nodes: list[Element | Text], meta: dict) -> tuple[str, dict]:
+        root = _single_element(nodes, "<tool>")
+        if root.name != "tool":
+            raise _Invalid(f"expected <tool>, found <{root.name}>", root.start)
+        parts: dict[str, Element] = {}
+        for child in root.children:
+            if _is_layout(child):
+                continue
+            if isinstance(child, Text):
+                raise _Invalid("text directly inside <tool>", child.start)
+            if child.name not in _ELEMENT_TAGS - {"tool"}:
+                self.warnings.append(f"ignored unknown element <{child.name}> inside <tool>")
+                continue
+            if child.name in parts:
+                raise _Invalid(f"<{child.name}> appears twice inside <tool>", child.start)
+            parts[child.name] = child
+        if "tool_name" not in parts:
+            raise _Invalid("<tool> has no <tool_name>", root.start)
+        name = self._plain(parts["tool_name"]).strip()
+        if not name:
+            raise _Invalid("<tool_name> is empty", parts["tool_name"].start)
+        if "server_name" in parts:
+            meta["server_name"] = self._plain(parts["server_name"]).strip()
+        args = parts.get("arguments")
+        return name, self.parameters(args) if args is not None else {}
+
+    # pieces
+    def parameters(self, parent: Element) -> dict:
+        """The children of ``parent`` as top-level parameters (repeats become lists)."""
+        args: dict[str, list[Any]] = {}
+        for child in parent.children:
+            if _is_layout(child):
+                continue
+            if isinstance(child, Text):
+                raise _Invalid(f"text inside <{parent.name}> outside any parameter", child.start)
+            self._note_attrs(child)
+            args.setdefault(child.name, []).append(
+                self.value(child, _child_schema(self.schema, child.name))
+            )
+        return self._collapse(args)
+
+    def value(self, el: Element, schema: dict | None) -> Any:
+        """A parameter's value: text, or a dict/list built from nested elements."""
+        elements = el.elements()
+        if not elements:
+            return _join_text(el.children)
+        for child in el.children:
+            if isinstance(child, Text) and not _is_layout(child):
+                raise _Invalid(f"<{el.name}> mixes text and elements", child.start)
+        names = [c.name for c in elements]
+        indexed = names == [str(i) for i in range(len(names))]  # <0>…</0><1>…</1>
+        if "array" in _types(schema) and (len(set(names)) == 1 or indexed):
+            items = schema.get("items") if isinstance(schema, dict) else None
+            return [self.value(c, items if isinstance(items, dict) else None) for c in elements]
+        grouped: dict[str, list[Any]] = {}
+        for child in elements:
+            v = self.value(child, _child_schema(schema, child.name))
+            grouped.setdefault(child.name, []).append(v)
+        return {k: v[0] if len(v) == 1 else v for k, v in grouped.items()}
+
+    def _collapse(self, args: dict[str, list[Any]]) -> dict:
+        out = {}
+        for name, values in args.items():
+            if len(values) > 1:
+                self.repeated.add(name)
+            out[name] = values[0] if len(values) == 1 else values
+        return out
+
+    def _plain(self, el: Element) -> str:
+        if el.elements():
+            raise _Invalid(f"<{el.name}> must hold text only", el.start)
+        return _join_text(el.children)
+
+    def _note_attrs(self, el: Element) -> None:
+        if el.attrs:
+            shown = ", ".join(f"{k}={v!r}" for k, v in el.attrs.items())
+            self.warnings.append(f"ignored attributes of <{el.name}>: {shown}")
+
+
+def _name_of(el: Element) -> str:
+    """The name in ``<x=NAME>`` or ``<x name="NAME">``, without surrounding spaces."""
+    return (el.value if el.value is not None else el.attrs.get("name", "")).strip()
+
+
+def _single_element(nodes: list[Element | Text], expected: str) -> Element:
+    """The one element among ``nodes``; only layout whitespace may stand around it."""
+    found: Element | None = None
+    for node in nodes:
+        if _is_layout(node):
+            continue
+        if isinstance(node, Text):
+            raise _Invalid(f"text outside the call; expected {expected}", node.start)
+        if found is not None:
+            raise _Invalid(f"a second element <{node.name}>; expected one {expected}", node.start)
+        found = node
+    if found is None:
+        raise _Invalid(f"no element; expected {expected}", 0)
+    return found

@@ -1,0 +1,412 @@
+"""A small strict scanner for XML-ish tool-call bodies.
+
+Model output is not XML (``<function=NAME>`` is not a legal tag), so this is a hand-written
+scanner rather than ``xml.etree``. It is *strict*: it accepts well-formed input and otherwise
+stops at the first fault with a precise :class:`ScanError` (kind, position, what was expected).
+Repairs are the job of the heuristics, which run only after a scan has failed.
+
+Accepted syntax:
+
+- elements ``<a>…</a>``, ``<a/>``, attributes ``x="…"`` / ``x='…'``, whitespace before ``>``
+  in a close tag (``</a >``);
+- the shorthand ``<name=VALUE>`` (``VALUE`` is literal text up to ``>``, quotes around it are
+  dropped), as in ``<function=get_weather>``;
+- ``<![CDATA[…]]>`` (literal text) and the references ``&amp; &lt; &gt; &quot; &apos;``,
+  ``&#N;`` and ``&#xH;``.
+
+*Raw-text elements* (``ScanOptions.raw_text``) hold text only: inside them a ``<`` is literal
+unless it starts CDATA, their own close tag, or a tag named in ``ScanOptions.structural``
+(which means the raw element was never closed). References are still decoded there.
+
+The scanner is iterative (depth costs memory, not stack), linear in the input and never raises.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from codec.limits import DEFAULT_LIMITS
+
+# Error kinds. ``unclosed`` is the one the balancing heuristic can mend.
+UNCLOSED = "unclosed"  # an element is not closed where its parent ends (or at the end)
+STRAY_CLOSE = "stray_close"  # a close tag that matches no open element
+STRAY_LT = "stray_lt"  # a "<" that starts no tag
+BAD_TAG = "bad_tag"  # a tag that starts but is malformed
+UNTERMINATED_TAG = "unterminated_tag"  # the text ends inside a tag
+UNTERMINATED_CDATA = "unterminated_cdata"
+BARE_AMPERSAND = "bare_ampersand"
+UNKNOWN_ENTITY = "unknown_entity"
+BAD_CHAR_REF = "bad_char_ref"  # a numeric reference to a code point XML forbids
+TOO_DEEP = "too_deep"
+
+# XML names, plus bare digit names (<0>, </1>) that models use for tuple items; a digit name
+# must end right at ">" so that "x<3 and" stays text.
+_NAME = r"(?:[^\W\d][\w.:-]*|[0-9]+(?=[ \t\r\n]*>))"
+NAME_PATTERN = _NAME
+_NAME_RE = re.compile(_NAME)
+_OPEN_NAME_RE = re.compile(r"<(" + _NAME + r")")
+_CLOSE_RE = re.compile(r"</(" + _NAME + r")[ \t\r\n]*>")
+_CLOSE_PARTIAL_RE = re.compile(r"</(" + _NAME + r")?[ \t\r\n]*\Z")
+_ATTR_RE = re.compile(r"(" + _NAME + r")[ \t\r\n]*=[ \t\r\n]*(\"[^\"]*\"|'[^']*')")
+_WS_RE = re.compile(r"[ \t\r\n]*")
+_ANY_TAG_RE = re.compile(r"<(/?)[ \t\r\n]*(" + _NAME + r")")
+_SPECIAL_RE = re.compile(r"[<&]")
+_ENTITY_RE = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,7})|#x([0-9a-fA-F]{1,6}));")
+_NAMED_REF_RE = re.compile(r"&" + _NAME + r";")
+_ENTITIES = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+_CDATA_OPEN = "<![CDATA["
+_CDATA_CLOSE = "]]>"
+_TAG_END_CHARS = frozenset(" \t\r\n>/=")
+
+
+@dataclass(slots=True)
+class Text:
+    """A run of character data. ``literal`` marks CDATA or a character reference: text the
+    author spelled out on purpose, which whitespace trimming must leave alone."""
+
+    value: str
+    start: int
+    literal: bool = False
+
+
+@dataclass(slots=True)
+class Element:
+    """One element: its name, attributes, shorthand value (``<name=value>``) and children."""
+
+    name: str
+    start: int
+    attrs: dict[str, str] = field(default_factory=dict)
+    value: str | None = None
+    children: list[Element | Text] = field(default_factory=list)
+
+    def elements(self) -> list[Element]:
+        """The child elements, in order."""
+        return [c for c in self.children if isinstance(c, Element)]
+
+
+@dataclass(frozen=True, slots=True)
+class ScanError:
+    """Why a scan stopped. ``position`` is a 0-based offset into the scanned text; for
+    ``unclosed`` errors ``open_name`` is the element to close and ``expected`` the close tag
+    that was missing at ``position``."""
+
+    kind: str
+    position: int
+    message: str
+    expected: str | None = None
+    open_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOptions:
+    """Which elements hold raw text, which tag names end a raw element, and the depth cap."""
+
+    raw_text: frozenset[str] = frozenset()
+    structural: frozenset[str] = frozenset()
+    max_depth: int = DEFAULT_LIMITS.max_depth
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """The top-level nodes of a successful scan, or the error that stopped it (nodes empty)."""
+
+    nodes: list[Element | Text]
+    error: ScanError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def line_col(text: str, position: int) -> tuple[int, int]:
+    """1-based line and column of ``position`` in ``text``."""
+    line = text.count("\n", 0, position) + 1
+    return line, position - (text.rfind("\n", 0, position) + 1) + 1
+
+
+def starts_tag(text: str, i: int) -> bool:
+    """Whether the ``<`` at ``text[i]`` begins markup: a tag, a close tag (also the sloppy
+    ``</ name`` form), or CDATA. ``a < b``, ``x<3`` and ``<=`` do not."""
+    if text.startswith(_CDATA_OPEN, i):
+        return True
+    j = i + 1
+    if text.startswith("/", j):
+        j = _WS_RE.match(text, j + 1).end()
+    if j >= len(text):
+        return True  # "<" or "</" cut off by the end of the text: truncated markup
+    m = _NAME_RE.match(text, j)
+    if m is None:
+        return False
+    end = m.end()
+    return end == len(text) or text[end] in _TAG_END_CHARS
+
+
+def _tag_name(text: str, i: int) -> str | None:
+    """The name of the tag or close tag whose ``<`` is at ``text[i]``, if it has one."""
+    j = i + 1
+    if text.startswith("/", j):
+        j = _WS_RE.match(text, j + 1).end()
+    m = _NAME_RE.match(text, j)
+    return m.group(0) if m else None
+
+
+def reference_length(text: str, i: int) -> int:
+    """Length of the well-formed reference at ``text[i]`` (an ``&``), or 0 for a bare ``&``.
+    Named references other than the five XML ones count as bare."""
+    m = _ENTITY_RE.match(text, i)
+    return m.end() - i if m else 0
+
+
+def scan(text: str, options: ScanOptions | None = None) -> ScanResult:
+    """Scan ``text`` into a tree. Never raises; a fault comes back as ``ScanResult.error``."""
+    return _Scanner(text, options or ScanOptions()).run()
+
+
+@lru_cache(maxsize=256)
+def _close_re(name: str) -> re.Pattern[str]:
+    return re.compile(r"</" + re.escape(name) + r"[ \t\r\n]*>")
+
+
+def _valid_code_point(cp: int) -> bool:
+    return (
+        cp in (0x9, 0xA, 0xD)
+        or 0x20 <= cp <= 0xD7FF
+        or 0xE000 <= cp <= 0xFFFD
+        or 0x10000 <= cp <= 0x10FFFF
+    )
+
+
+class _Fault(Exception):
+    """Internal: unwinds the scanner to ``run`` carrying the error (never escapes ``scan``)."""
+
+    def __init__(self, error: ScanError) -> None:
+        self.error = error
+
+
+class _Scanner:
+    def __init__(self, text: str, options: ScanOptions) -> None:
+        self.text = text
+        self.opts = options
+        self.root = Element(name="", start=0)
+        self.stack: list[Element] = [self.root]
+
+    def run(self) -> ScanResult:
+        try:
+            self._scan()
+        except _Fault as fault:
+            return ScanResult(nodes=[], error=fault.error)
+        return ScanResult(nodes=self.root.children)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _fail(self, kind: str, pos: int, what: str, **extra: str | None) -> None:
+        line, col = line_col(self.text, pos)
+        raise _Fault(ScanError(kind, pos, f"{what} (line {line}, column {col})", **extra))
+
+    def _unclosed(self, pos: int, before: str) -> None:
+        el = self.stack[-1]
+        shown = el.name if el.value is None else f"{el.name}={el.value}"
+        self._fail(
+            UNCLOSED,
+            pos,
+            f"<{shown}> opened at offset {el.start} is not closed; expected </{el.name}> "
+            f"{before}",
+            expected=f"</{el.name}>",
+            open_name=el.name,
+        )
+
+    def _add_text(self, value: str, start: int, literal: bool = False) -> None:
+        if value:
+            self.stack[-1].children.append(Text(value, start, literal))
+
+    def _reference(self, i: int) -> int:
+        """Decode the reference at ``i`` into the current element; return the next offset."""
+        text = self.text
+        m = _ENTITY_RE.match(text, i)
+        if m is None:
+            named = _NAMED_REF_RE.match(text, i)
+            if named:
+                self._fail(
+                    UNKNOWN_ENTITY,
+                    i,
+                    f"unknown entity {named.group(0)!r}; only &amp; &lt; &gt; &quot; &apos; "
+                    "and numeric references are defined",
+                )
+            self._fail(BARE_AMPERSAND, i, "bare '&' must be written &amp;")
+        name, dec, hexa = m.groups()
+        if name:
+            char = _ENTITIES[name]
+        else:
+            cp = int(dec) if dec else int(hexa, 16)
+            if not _valid_code_point(cp):
+                self._fail(BAD_CHAR_REF, i, f"{m.group(0)} is not a character XML allows")
+            char = chr(cp)
+        self._add_text(char, i, literal=True)
+        return m.end()
+
+    def _cdata(self, i: int) -> int:
+        body = i + len(_CDATA_OPEN)
+        end = self.text.find(_CDATA_CLOSE, body)
+        if end < 0:
+            self._fail(UNTERMINATED_CDATA, i, "<![CDATA[ is never closed by ]]>")
+        self._add_text(self.text[body:end], i, literal=True)
+        return end + len(_CDATA_CLOSE)
+
+    # -- main loop -------------------------------------------------------------------------
+    def _scan(self) -> None:
+        text, n = self.text, len(self.text)
+        pos = 0
+        while pos < n:
+            if self.stack[-1].name in self.opts.raw_text and len(self.stack) > 1:
+                pos = self._raw(pos)
+                continue
+            m = _SPECIAL_RE.search(text, pos)
+            stop = m.start() if m else n
+            self._add_text(text[pos:stop], pos)
+            if stop == n:
+                break
+            if text[stop] == "&":
+                pos = self._reference(stop)
+            elif text.startswith(_CDATA_OPEN, stop):
+                pos = self._cdata(stop)
+            elif text.startswith("</", stop):
+                pos = self._close_tag(stop)
+            else:
+                pos = self._open_tag(stop)
+        if len(self.stack) > 1:
+            self._unclosed(n, "before the end of the text")
+
+    def _trusted_end(self, el: Element, pos: int) -> int:
+        """Where ``el``'s own close tag ends a body that is plainly its own, else -1.
+
+        The body is plainly its own when no tag between here and that close tag opens a
+        sibling of the same name or closes an ancestor; structural names in it are then text
+        (``<content>a <path>x</path> b</content>`` holds markup as a value)."""
+        close = _close_re(el.name).search(self.text, pos)
+        if close is None:
+            return -1
+        ancestors = {e.name for e in self.stack[1:-1]}
+        for tag in _ANY_TAG_RE.finditer(self.text, pos, close.start()):
+            slash, name = tag.groups()
+            if (name == el.name and not slash) or (slash and name in ancestors):
+                return -1
+        return close.start()
+
+    def _raw(self, pos: int) -> int:
+        """Scan the body of a raw-text element up to and including its close tag."""
+        text, n = self.text, len(self.text)
+        el = self.stack[-1]
+        trusted = self._trusted_end(el, pos)
+        while True:
+            m = _SPECIAL_RE.search(text, pos)
+            stop = m.start() if m else n
+            self._add_text(text[pos:stop], pos)
+            if stop == n:
+                self._unclosed(n, "before the end of the text")
+            if text[stop] == "&":
+                pos = self._reference(stop)
+                continue
+            if text.startswith(_CDATA_OPEN, stop):
+                pos = self._cdata(stop)
+                continue
+            close = _CLOSE_RE.match(text, stop)
+            if close and close.group(1) == el.name:
+                self.stack.pop()
+                return close.end()
+            cut = _CLOSE_PARTIAL_RE.match(text, stop) or (stop == n - 1 and text[stop] == "<")
+            if cut and (cut is True or el.name.startswith(cut.group(1) or "")):
+                what = "the text ends inside a close tag"
+                self._fail(UNTERMINATED_TAG, stop, what, expected=f"</{el.name}>")
+            name = _tag_name(text, stop) if stop > trusted else None
+            if name in self.opts.structural and starts_tag(text, stop):
+                slash = "/" if text.startswith("</", stop) else ""
+                self._unclosed(stop, f"before <{slash}{name}>")
+            self._add_text("<", stop)
+            pos = stop + 1
+
+    def _close_tag(self, i: int) -> int:
+        text = self.text
+        m = _CLOSE_RE.match(text, i)
+        if m is None:
+            expected = f"</{self.stack[-1].name}>" if len(self.stack) > 1 else None
+            if _CLOSE_PARTIAL_RE.match(text, i):
+                what = "the text ends inside a close tag"
+                self._fail(UNTERMINATED_TAG, i, what, expected=expected)
+            self._fail(BAD_TAG, i, "malformed close tag; expected </name>", expected=expected)
+        name = m.group(1)
+        if len(self.stack) > 1 and name == self.stack[-1].name:
+            self.stack.pop()
+            return m.end()
+        if any(el.name == name for el in self.stack[1:]):
+            self._unclosed(i, f"before </{name}>")
+        self._fail(STRAY_CLOSE, i, f"</{name}> closes no open element")
+        return i  # unreachable: _fail raises
+
+    def _open_tag(self, i: int) -> int:
+        text, n = self.text, len(self.text)
+        if i + 1 == n:
+            expected = f"</{self.stack[-1].name}>" if len(self.stack) > 1 else None
+            self._fail(UNTERMINATED_TAG, i, "the text ends with '<'", expected=expected)
+        m = _OPEN_NAME_RE.match(text, i)
+        if m is None or not starts_tag(text, i):
+            self._fail(STRAY_LT, i, "'<' starts no tag; write &lt; for a literal '<'")
+        el = Element(name=m.group(1), start=i)
+        pos = m.end()
+        self_closing = False
+        eq = _WS_RE.match(text, pos).end()
+        if text.startswith("=", eq):
+            pos = eq
+            end = text.find(">", pos)
+            if end < 0:
+                self._fail(UNTERMINATED_TAG, i, f"the text ends inside <{el.name}=…>")
+            value = text[pos + 1 : end].strip()
+            if value.endswith("/"):
+                self_closing, value = True, value[:-1].rstrip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            el.value = value
+            pos = end + 1
+        else:
+            pos, self_closing = self._attributes(el, pos)
+        if len(self.stack) > self.opts.max_depth:
+            self._fail(TOO_DEEP, i, f"elements nest deeper than {self.opts.max_depth} levels")
+        self.stack[-1].children.append(el)
+        if not self_closing:
+            self.stack.append(el)
+        return pos
+
+    def _attributes(self, el: Element, pos: int) -> tuple[int, bool]:
+        text, n = self.text, len(self.text)
+        while True:
+            pos = _WS_RE.match(text, pos).end()
+            if pos >= n:
+                self._fail(UNTERMINATED_TAG, el.start, f"the text ends inside <{el.name}>")
+            if text[pos] == ">":
+                return pos + 1, False
+            if text.startswith("/>", pos):
+                return pos + 2, True
+            a = _ATTR_RE.match(text, pos)
+            if a is None:
+                what = f"malformed attribute in <{el.name}>; expected name=\"value\""
+                self._fail(BAD_TAG, pos, what)
+            el.attrs[a.group(1)] = self._attr_value(a.group(2)[1:-1], a.start(2) + 1)
+            pos = a.end()
+
+    def _attr_value(self, raw: str, start: int) -> str:
+        if "&" not in raw:
+            return raw
+        out, pos = [], 0
+        while (amp := raw.find("&", pos)) >= 0:
+            out.append(raw[pos:amp])
+            m = _ENTITY_RE.match(raw, amp)
+            if m is None:
+                self._fail(BARE_AMPERSAND, start + amp, "bare '&' in an attribute value")
+            name, dec, hexa = m.groups()
+            cp = 0 if name else (int(dec) if dec else int(hexa, 16))
+            if not name and not _valid_code_point(cp):
+                self._fail(BAD_CHAR_REF, start + amp, f"{m.group(0)} is not a character XML allows")
+            out.append(_ENTITIES[name] if name else chr(cp))
+            pos = m.end()
+        out.append(raw[pos:])
+        return "".join(out)

@@ -1,0 +1,227 @@
+"""The default XML heuristics, one by one."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codec.errors import INVALID_XML, CodecError
+from codec.heuristics import HeuristicContext
+from codec.tools import ToolRegistry
+from codec.xml_heuristics import (
+    BalanceTags,
+    DedupeTags,
+    EscapeAmpersand,
+    EscapeLt,
+    NormalizeCloseTag,
+    SchemaCoerce,
+    balance_tags,
+    escape_bare_ampersands,
+)
+from codec.xmlscan import ScanOptions, scan
+
+FAILED = [CodecError(INVALID_XML, "parse failed")]
+FUNCTION_OPTS = ScanOptions(
+    raw_text=frozenset({"parameter"}),
+    structural=frozenset({"parameter", "function", "tool_call"}),
+)
+
+
+def ctx(raw="", *, errors=(), parsed=None, schema=None, meta=None) -> HeuristicContext:
+    return HeuristicContext(
+        tool_name="t", schema=schema, raw=raw, parsed=parsed, errors=list(errors),
+        meta=dict(meta or {}),
+    )
+
+
+def run_raw(heuristic, raw, **kw) -> str | None:
+    c = ctx(raw, **kw)
+    if not heuristic.applies(c):
+        return None
+    return heuristic.run(c).raw
+
+
+# -- xml.normalize_close_tag --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("<city>Paris</ city >", "<city>Paris</city>"),
+        ("<step>a</\n  step>", "<step>a</step>"),
+        ("<f><city>Paris</city", "<f><city>Paris</city>"),
+        ("<f><city>Paris</city  \n", "<f><city>Paris</city>"),
+        # names no open tag uses are text, not markup: left alone
+        ("<p>a </ b > c</p>", "<p>a </ b > c</p>"),
+        ("<p><![CDATA[</ p >]]></p>", "<p><![CDATA[</ p >]]></p>"),
+        ("<p>x</p >", "<p>x</p >"),  # already XML
+    ],
+)
+def test_normalize_close_tag(before, after):
+    assert run_raw(NormalizeCloseTag(), before) == after
+
+
+def test_normalize_close_tag_needs_a_close_tag():
+    assert run_raw(NormalizeCloseTag(), "<a>x") is None
+
+
+# -- xml.escape_lt ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("<p>a < b</p>", "<p>a &lt; b</p>"),
+        ("<p>x<3</p>", "<p>x&lt;3</p>"),
+        ("<p>a <= b</p>", "<p>a &lt;= b</p>"),
+        ("<p>< 5</p>", "<p>&lt; 5</p>"),
+        ("<p><![CDATA[a < b]]></p>", "<p><![CDATA[a < b]]></p>"),
+        ("<p><q/></p>", "<p><q/></p>"),
+    ],
+)
+def test_escape_lt(before, after):
+    assert run_raw(EscapeLt(), before) == after
+
+
+# -- xml.escape_ampersand -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("<p>a && b</p>", "<p>a &amp;&amp; b</p>"),
+        ("<u>?a=1&b=2&c=3</u>", "<u>?a=1&amp;b=2&amp;c=3</u>"),
+        ("<p>&amp; &lt; &gt; &quot; &apos; &#60; &#x3C; &#1234;</p>",
+         "<p>&amp; &lt; &gt; &quot; &apos; &#60; &#x3C; &#1234;</p>"),
+        ("<p>&nbsp; &copy</p>", "<p>&amp;nbsp; &amp;copy</p>"),
+        ("<p><![CDATA[a && b]]> & </p>", "<p><![CDATA[a && b]]> &amp; </p>"),
+        ('<p t="a&b">&</p>', '<p t="a&amp;b">&amp;</p>'),
+        ("<function=a&b>&</function>", "<function=a&b>&amp;</function>"),
+    ],
+)
+def test_escape_ampersand(before, after):
+    assert run_raw(EscapeAmpersand(), before, errors=FAILED) == after
+
+
+def test_escape_ampersand_only_after_a_failed_parse():
+    assert run_raw(EscapeAmpersand(), "<p>a && b</p>") is None
+
+
+XML_BITS = st.sampled_from(
+    ["<", "</", ">", "&", "&amp;", "&lt;", "&#60;", "&#x3C;", "&nbsp;", "<p>", "</p>",
+     "<parameter=", "<parameter=x>", "</parameter>", "<![CDATA[", "]]>", "a", " ", "=", ";",
+     '"', "<p t=\"", "#"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(XML_BITS, max_size=25).map("".join))
+def test_escape_ampersand_never_changes_text_that_already_parses(text):
+    for opts in (ScanOptions(), FUNCTION_OPTS):
+        if scan(text, opts).ok:
+            assert escape_bare_ampersands(text) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab&;#x<>p/ ", max_size=30))
+def test_escaped_text_has_no_bare_ampersand(text):
+    fixed = escape_bare_ampersands(text)
+    assert escape_bare_ampersands(fixed) == fixed  # idempotent: nothing bare is left
+
+
+# -- xml.balance_tags ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "opts"),
+    [
+        # an unclosed parameter closes at the next sibling's open tag
+        ("<function=f><parameter=a>1<parameter=b>2</parameter></function>",
+         "<function=f><parameter=a>1</parameter><parameter=b>2</parameter></function>",
+         FUNCTION_OPTS),
+        # ... or at its parent's close
+        ("<a><b>x</a>", "<a><b>x</b></a>", ScanOptions()),
+        # missing final close tags at the end, in order
+        ("<tool_call><function=f><parameter=a>1",
+         "<tool_call><function=f><parameter=a>1</parameter></function></tool_call>",
+         FUNCTION_OPTS),
+        ("<function=f><parameter=a>1</parameter></func",
+         "<function=f><parameter=a>1</parameter></function>", FUNCTION_OPTS),
+        ("<function=f><parameter=a>1</parameter><",
+         "<function=f><parameter=a>1</parameter></function>", FUNCTION_OPTS),
+        # cannot be mended by adding close tags: unchanged
+        ("<a>x</b></a>", "<a>x</b></a>", ScanOptions()),
+        ("<a>x & y</a>", "<a>x & y</a>", ScanOptions()),
+    ],
+)
+def test_balance_tags(before, after, opts):
+    assert balance_tags(before, opts) == after
+    got = run_raw(BalanceTags(), before, errors=FAILED, meta={"scan_options": opts})
+    assert got == after
+
+
+def test_balance_tags_only_adds_text():
+    src = "<a><b><c>1<d>2"
+    fixed = balance_tags(src, ScanOptions())
+    assert fixed.startswith(src) and fixed == src + "</d></c></b></a>"
+    assert scan(fixed).ok
+
+
+def test_balance_tags_only_after_a_failed_parse():
+    assert run_raw(BalanceTags(), "<a>x") is None
+
+
+# -- xml.dedupe_tags ----------------------------------------------------------------------
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "description": {"type": "string"},
+        "count": {"type": ["integer", "null"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "opts": {"type": "object"},
+    },
+}
+
+
+def test_dedupe_keeps_last_for_scalars_and_reports_what_it_dropped():
+    parsed = {"description": ["First", "Second"], "count": ["1", "2", "3"], "tags": ["a", "b"]}
+    c = ctx(parsed=parsed, schema=SCHEMA, meta={"xml_repeated": ["count", "description", "tags"]})
+    h = DedupeTags()
+    assert h.applies(c)
+    out = h.run(c).parsed
+    assert out == {"description": "Second", "count": "3", "tags": ["a", "b"]}
+    assert parsed["description"] == ["First", "Second"]  # input not mutated
+    assert c.meta["dropped"] == {"description": ["First"], "count": ["1", "2"]}
+    assert any("'description' was given 2 times" in w for w in c.meta["warnings"])
+
+
+def test_dedupe_keeps_lists_without_schema():
+    parsed = {"x": ["1", "2"]}
+    c = ctx(parsed=parsed, schema=None, meta={"xml_repeated": ["x"]})
+    assert DedupeTags().run(c).parsed == parsed and "warnings" not in c.meta
+
+
+def test_dedupe_needs_repeats():
+    assert not DedupeTags().applies(ctx(parsed={"a": ["1", "2"]}, schema=SCHEMA))
+
+
+# -- schema.coerce ------------------------------------------------------------------------
+
+
+def test_schema_coerce_reports_coerce_ids_not_its_own():
+    registry = ToolRegistry.from_tools([{"name": "t", "parameters": SCHEMA}])
+    spec = registry.get("t")
+    c = ctx(parsed={"count": "3", "tags": "solo"}, schema=SCHEMA, meta={"tool_spec": spec})
+    h = SchemaCoerce()
+    assert h.applies(c)
+    result = h.run(c)
+    assert result.parsed == {"count": 3, "tags": ["solo"]}
+    assert "schema.coerce" not in result.repairs
+    assert "schema.wrap_array" in result.repairs  # a real repair is still named
+    assert "schema.coerce_integer" not in result.repairs  # "3" -> 3 is XML's meaning
+
+
+def test_schema_coerce_needs_a_tool():
+    assert not SchemaCoerce().applies(ctx(parsed={"a": "1"}))

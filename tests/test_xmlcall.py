@@ -1,0 +1,337 @@
+"""Decoding one XML tool call, in each of the three formats."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codec.errors import (
+    INVALID_XML,
+    NESTING_TOO_DEEP,
+    PAYLOAD_TOO_LARGE,
+    SCHEMA_VIOLATION,
+    UNKNOWN_TOOL,
+)
+from codec.heuristics import Pipeline
+from codec.limits import Limits
+from codec.tools import ToolRegistry
+from codec.xmlcall import decode_xml_call
+
+PIPELINE = Pipeline.default()
+REGISTRY = ToolRegistry.from_tools(
+    [
+        {"name": "get_weather", "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}},
+        {"name": "write_file", "parameters": {"type": "object", "properties": {
+            "path": {"type": "string"}, "content": {"type": "string"}}}},
+        {"name": "shell", "parameters": {"type": "object", "properties": {
+            "command": {"type": "string"}, "description": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "point": {"type": "array", "items": {"type": "number"}},
+            "opts": {"type": "object", "properties": {"depth": {"type": "integer"}}}}}},
+    ]
+)
+
+
+def decode(raw, fmt="function", tag=None, registry=REGISTRY, **kw):
+    return decode_xml_call(raw, fmt, registry=registry, pipeline=PIPELINE, tag_name=tag, **kw)
+
+
+# -- "function" ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+        "<function=get_weather><parameter=city>Paris</parameter><parameter=days>3</parameter>"
+        "</function>",
+        '<function name="get_weather"><parameter name="city">Paris</parameter>'
+        '<parameter name=" days ">3</parameter></function>',
+    ],
+)
+def test_function_format_variants(raw):
+    r = decode(raw)
+    assert (r.name, r.arguments, r.repairs, r.errors) == (
+        "get_weather", {"city": "Paris", "days": 3}, [], []
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "value"),
+    [
+        ("\nParis\n", "Paris"),
+        ("Paris", "Paris"),
+        ("\n\nParis\n\n", "\nParis\n"),  # only one newline each side is layout
+        ("  \n  Paris\n    ", "  Paris"),  # the tag lines' own blanks are layout too
+        ("  Paris  ", "  Paris  "),
+        ("\r\nParis\r\n", "Paris"),
+        ("&#10;Paris&#10;", "\nParis\n"),  # references are never trimmed
+        ("<![CDATA[\nParis\n]]>", "\nParis\n"),  # nor is CDATA
+        ("\n<![CDATA[a<b&c]]>\n", "a<b&c"),
+        ("x &amp; y &lt;z&gt; &quot;&apos; &#60;&#x3C;", "x & y <z> \"' <<"),
+        ("if a<b and c > d: <div>x</div>", "if a<b and c > d: <div>x</div>"),
+    ],
+)
+def test_function_values_whitespace_cdata_and_references(body, value):
+    r = decode(f"<function=write_file><parameter=content>{body}</parameter></function>")
+    assert r.errors == [] and r.arguments == {"content": value}
+
+
+def test_function_repairs_are_named():
+    r = decode("<function=shell><parameter=command>a && b < c</parameter></function>")
+    assert r.arguments == {"command": "a && b < c"}
+    assert r.repairs == ["xml.escape_lt", "xml.escape_ampersand"]
+
+
+def test_function_truncated_call_is_balanced():
+    r = decode("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</para")
+    assert r.arguments == {"city": "Paris"} and r.repairs == ["xml.balance_tags"]
+
+
+def test_function_unclosed_parameter_closes_at_next_parameter():
+    r = decode("<function=get_weather><parameter=city>Paris<parameter=days>3</parameter>"
+               "</function>")
+    assert r.arguments == {"city": "Paris", "days": 3} and r.repairs == ["xml.balance_tags"]
+
+
+def test_repeated_parameter_collects_or_keeps_last_with_warning():
+    r = decode(
+        "<function=shell><parameter=tags>a</parameter><parameter=tags>b</parameter>"
+        "<parameter=command>ls</parameter><parameter=command>pwd</parameter></function>"
+    )
+    assert r.arguments == {"tags": ["a", "b"], "command": "pwd"}
+    assert r.repairs == ["xml.dedupe_tags"]
+    assert any("'command' was given 2 times" in w and '["ls"]' in w for w in r.warnings)
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ("<function=get_weather>stray<parameter=city>P</parameter></function>", "text outside"),
+        ("<function><parameter=city>P</parameter></function>", "no name"),
+        ("<function=get_weather><parameter>P</parameter></function>", "no name"),
+        ("<tool_call><function=a></function><function=b></function></tool_call>", "second"),
+        ("<call=get_weather></call>", "expected <function=NAME>"),
+        ("nothing here", "text outside the call"),
+        ("", "no element"),
+    ],
+)
+def test_function_structure_errors(raw, fragment):
+    r = decode(raw)
+    assert r.arguments is None
+    (err,) = r.errors
+    assert err.code == INVALID_XML and fragment in err.message
+    assert isinstance(err.details["position"], int)
+
+
+def test_unparseable_reports_position_kind_and_expectation():
+    raw = "<function=get_weather><parameter=city>P</parameter></wrong></function>"
+    r = decode(raw)
+    (err,) = r.errors
+    assert err.code == INVALID_XML and err.details["kind"] == "stray_close"
+    assert err.details["position"] == raw.index("</wrong>")
+    assert "</wrong> closes no open element" in err.message
+    r = decode("<get_weather><city>x</get_weather", "tool_tag", "get_weather", limits=Limits())
+    assert r.arguments == {"city": "x"}  # a cut-off final close tag is completed
+
+
+def test_expected_close_tag_is_reported():
+    r = decode("<function=get_weather><parameter=city>P</parameter><parameter=x")
+    (err,) = r.errors
+    assert err.code == INVALID_XML and err.details["kind"] == "unterminated_tag"
+
+
+def test_unknown_tool_keeps_name_and_arguments():
+    r = decode("<function=launch><parameter=target>moon</parameter></function>")
+    assert r.name == "launch" and r.arguments == {"target": "moon"}
+    assert [e.code for e in r.errors] == [UNKNOWN_TOOL]
+
+
+def test_no_registry_means_no_name_check_and_no_schema():
+    r = decode("<function=launch><parameter=n>3</parameter></function>", registry=None)
+    assert (r.name, r.arguments, r.errors) == ("launch", {"n": "3"}, [])
+
+
+def test_schema_violation():
+    r = decode("<function=get_weather><parameter=days>soon</parameter></function>")
+    assert r.arguments is not None
+    codes = {e.code for e in r.errors}
+    assert codes == {SCHEMA_VIOLATION}
+
+
+def test_limits():
+    r = decode("<function=x></function>", limits=Limits(max_chars=5))
+    assert [e.code for e in r.errors] == [PAYLOAD_TOO_LARGE] and r.arguments is None
+    deep = "<shell><opts>" + "<a>" * 40 + "</a>" * 40 + "</opts></shell>"
+    r = decode(deep, "tool_tag", "shell", limits=Limits(max_depth=10))
+    assert [e.code for e in r.errors] == [NESTING_TOO_DEEP]
+
+
+def test_unknown_format_is_a_programming_error():
+    with pytest.raises(ValueError, match="unknown XML call format"):
+        decode("<a/>", "yaml")
+
+
+# -- "tool_tag" ---------------------------------------------------------------------------
+
+
+def test_tool_tag_basic_and_self_closing():
+    r = decode("<get_weather><city>Paris</city><days>3</days></get_weather>", "tool_tag",
+               "get_weather")
+    assert (r.arguments, r.repairs, r.errors) == ({"city": "Paris", "days": 3}, [], [])
+    r = decode("<write_file/>", "tool_tag", "write_file")
+    assert r.arguments == {} and r.errors == []
+
+
+def test_tool_tag_nested_objects_arrays_and_raw_strings():
+    raw = """<shell>
+  <opts>
+    <depth>2</depth>
+  </opts>
+  <tags>
+    <item>a</item>
+    <item>b</item>
+  </tags>
+  <point><0>1.5</0><1>2</1></point>
+  <command>echo "<b>hi</b>" && exit</command>
+</shell>"""
+    r = decode(raw, "tool_tag", "shell")
+    assert r.errors == []
+    assert r.arguments == {
+        "opts": {"depth": 2}, "tags": ["a", "b"], "point": [1.5, 2],
+        "command": 'echo "<b>hi</b>" && exit',
+    }
+    assert r.repairs == ["xml.escape_ampersand"]
+
+
+def test_tool_tag_string_may_hold_markup_named_like_a_sibling():
+    raw = ("<write_file><path>a.xml</path><content><path>x</path> and more</content>"
+           "</write_file>")
+    r = decode(raw, "tool_tag", "write_file")
+    assert r.arguments == {"path": "a.xml", "content": "<path>x</path> and more"}
+
+
+def test_tool_tag_unclosed_parameter():
+    r = decode("<get_weather><city>Paris<days>3</days></get_weather>", "tool_tag", "get_weather")
+    assert r.arguments == {"city": "Paris", "days": 3} and r.repairs == ["xml.balance_tags"]
+
+
+def test_tool_tag_wrong_root_and_mixed_content():
+    r = decode("<other><city>x</city></other>", "tool_tag", "get_weather")
+    assert r.errors[0].code == INVALID_XML and "expected <get_weather>" in r.errors[0].message
+    r = decode("<shell><opts>hi <depth>1</depth></opts></shell>", "tool_tag", "shell")
+    assert "mixes text and elements" in r.errors[0].message
+
+
+def test_tool_tag_attributes_are_reported():
+    r = decode('<write_file><path mode="w">a</path></write_file>', "tool_tag", "write_file")
+    assert r.arguments == {"path": "a"}
+    assert r.warnings == ["ignored attributes of <path>: mode='w'"]
+
+
+# -- "tool_element" -----------------------------------------------------------------------
+
+
+def test_tool_element():
+    raw = """<tool>
+<server_name>local</server_name>
+<tool_name>shell</tool_name>
+<arguments>
+  <command>func.*&&.*return</command>
+  <tags>src</tags>
+</arguments>
+<note>ignored</note>
+</tool>"""
+    r = decode(raw, "tool_element")
+    assert r.name == "shell" and r.server_name == "local"
+    assert r.arguments == {"command": "func.*&&.*return", "tags": ["src"]}
+    assert r.repairs == ["xml.escape_ampersand", "schema.wrap_array"]
+    assert r.warnings == ["ignored unknown element <note> inside <tool>"]
+    assert r.errors == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ("<tool><arguments/></tool>", "no <tool_name>"),
+        ("<tool><tool_name> </tool_name></tool>", "empty"),
+        ("<tool><tool_name>a</tool_name><tool_name>b</tool_name></tool>", "twice"),
+        ("<call><tool_name>a</tool_name></call>", "expected <tool>"),
+    ],
+)
+def test_tool_element_errors(raw, fragment):
+    r = decode(raw, "tool_element")
+    assert r.arguments is None and fragment in r.errors[0].message
+
+
+# -- properties ---------------------------------------------------------------------------
+
+FRAGMENTS = st.sampled_from(
+    ["<", "</", ">", "&", "&amp;", "<parameter=", "<parameter=city>", "</parameter>",
+     "<function=get_weather>", "</function>", "<tool_call>", "</tool_call>", "<![CDATA[", "]]>",
+     "<get_weather>", "</get_weather>", "<city>", "</city>", "<tool>", "<tool_name>shell",
+     "</tool_name>", "<arguments>", "<opts>", "<0>", "=", "\n", " ", "x", "3", '"']
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FRAGMENTS | st.text(max_size=4), max_size=30).map("".join),
+       st.sampled_from([("function", None), ("tool_tag", "get_weather"), ("tool_tag", "shell"),
+                        ("tool_element", None)]))
+def test_decode_never_raises(raw, fmt_tag):
+    fmt, tag = fmt_tag
+    r = decode(raw, fmt, tag)
+    assert (r.arguments is None) == any(e.code in (INVALID_XML, NESTING_TOO_DEEP)
+                                         for e in r.errors)
+    orjson.dumps([r.arguments, r.repairs, [e.to_dict() for e in r.errors], r.warnings])
+
+
+def escape(value: str) -> str:
+    return (value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\r", "&#13;"))
+
+
+NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(
+    lambda n: n not in {"tool", "tool_name", "server_name", "arguments", "parameter", "function",
+                        "tool_call", "probe"}
+)
+ARGS = st.dictionaries(NAMES, st.text(), max_size=5)
+
+
+def registry_for(args: dict) -> ToolRegistry:
+    props = {k: {"type": "string"} for k in args}
+    return ToolRegistry.from_tools([{"name": "probe", "parameters": {
+        "type": "object", "properties": props}}])
+
+
+def body(value: str, cdata: bool) -> str:
+    if cdata and "]]>" not in value:
+        return f"<![CDATA[{value}]]>"
+    return f"\n{escape(value)}\n"
+
+
+@settings(max_examples=200, deadline=None)
+@given(ARGS, st.booleans(), st.booleans())
+def test_function_round_trip(args, cdata, wrapper):
+    params = "".join(f"<parameter={k}>{body(v, cdata)}</parameter>\n" for k, v in args.items())
+    raw = f"<function=probe>\n{params}</function>"
+    if wrapper:
+        raw = f"<tool_call>\n{raw}\n</tool_call>"
+    r = decode(raw, registry=registry_for(args))
+    assert (r.name, r.arguments, r.repairs, r.errors) == ("probe", args, [], [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(ARGS, st.booleans(), st.sampled_from(["tool_tag", "tool_element"]))
+def test_tag_formats_round_trip(args, cdata, fmt):
+    params = "".join(f"  <{k}>{body(v, cdata)}</{k}>\n" for k, v in args.items())
+    if fmt == "tool_tag":
+        raw = f"<probe>\n{params}</probe>"
+    else:
+        raw = f"<tool><tool_name>probe</tool_name><arguments>\n{params}</arguments></tool>"
+    r = decode(raw, fmt, "probe" if fmt == "tool_tag" else None, registry=registry_for(args))
+    assert (r.name, r.arguments, r.repairs, r.errors) == ("probe", args, [], [])
