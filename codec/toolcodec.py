@@ -1,0 +1,527 @@
+"""``ToolCallCodec``: the ordered gate from model output to trusted tool calls.
+
+``decode`` takes one path, in this order, and ``DecodeResult.path`` names it:
+
+1. ``native`` — a message dict with tool calls: those calls win; the content is kept as text.
+2. ``xml`` — tool-call envelopes in the text (see ``codec.envelopes``). Each envelope is
+   decoded on its own. One that fails (bad JSON/XML, unknown tool, schema violation, or a
+   list with any bad element) yields no call: it is reported with its ``block`` index and
+   ``raw`` text, and its text stays in ``content`` as a ``markup`` span.
+3. ``json`` — only when no envelope was found: strict JSON calls in prose (``codec.textjson``).
+4. ``none`` — no calls.
+
+``path`` is ``xml`` as soon as an envelope was found, even if none of them decoded, because
+that branch decided the outcome (the JSON path did not run).
+
+Repair ids added here: ``xml.balance_tags`` (an envelope's close tag was missing or cut off),
+``text.bidi_removed`` (bidi controls stripped from a call's payload, never from content or
+reasoning) and ``gate.mixed_formats`` (the output mixed formats — envelopes and JSON call
+shapes naming known tools, or native calls and envelopes/JSON calls in the content — and only
+the higher-priority one was used; the other stays in ``content``).
+
+Content rule: ``content`` is the concatenation of the ``text`` and ``markup`` spans in order,
+then stripped. ``reasoning`` is the stripped text of each ``<think>`` block, joined with a
+blank line (``None`` when there was none); a message's ``reasoning_content`` comes first.
+For a message dict, ``spans`` index its content string.
+
+At most ``MAX_CALLS`` calls are decoded from one output; envelopes past that stay content
+with one ``payload_too_large`` error, so a looping model cannot make decoding expensive.
+
+Truncated JSON inside an envelope or a native ``arguments`` string is repaired like any other
+(``json.unclosed``, and ``json.unclosed_string`` when a string itself was cut, so callers who act
+on paths or commands can refuse such calls); the schema still rejects missing required
+arguments. One repair is refused there (``invalid_json``): ``json.surrounding_text``, because
+prose next to the JSON inside the envelope would be dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from codec import envelopes, native, textjson
+from codec.envelopes import Block
+from codec.errors import (
+    BAD_REQUEST,
+    INTERNAL_ERROR,
+    INVALID_JSON,
+    PAYLOAD_TOO_LARGE,
+    UNKNOWN_TOOL,
+    CodecError,
+)
+from codec.limits import DEFAULT_LIMITS, Limits
+from codec.result import Call, DecodeResult, Span, ValidationResult
+
+RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
+# Calls decoded from one output at most: bounds the work a hostile or looping output can
+# cause. Envelopes past the limit stay in content, with one ``payload_too_large`` error.
+MAX_CALLS = 128
+_TOOL_CALL_CLOSE = "</tool_call>"
+_FUNCTION_OPEN = re.compile(r"<function=")
+# JSON repairs that are fine in general but not for a call we are asked to trust.
+_REFUSED_REPAIRS = {
+    "json.surrounding_text": "the call's JSON has other text around it inside the envelope; "
+                             "dropping that text could change what was meant",
+}
+
+
+@dataclass(slots=True)
+class _Assembly:
+    """Collects spans, calls and errors for one text, then builds the ``DecodeResult``."""
+
+    text: str
+    spans: list[Span] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    errors: list[CodecError] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+
+    def add_reasoning(self, block: Block) -> None:
+        self.spans.append(Span("reasoning", block.start, block.end))
+        self.reasoning.append(self.text[block.body_start:block.body_end].strip())
+
+    def add_calls(self, start: int, end: int, calls: list[Call]) -> None:
+        self.spans.append(Span("call", start, end))
+        for call in calls:
+            call.span = (start, end)
+            self.calls.append(call)
+            self.repairs.extend(call.repairs)
+
+    def add_markup(self, block: Block, errors: list[CodecError]) -> None:
+        self.spans.append(Span("markup", block.start, block.end))
+        self.errors.extend(errors)
+
+    def free_regions(self) -> list[tuple[int, int]]:
+        """The gaps between recorded spans (the future ``text`` spans)."""
+        taken = sorted((s.start, s.end) for s in self.spans)
+        regions, pos = [], 0
+        for start, end in taken:
+            if start > pos:
+                regions.append((pos, start))
+            pos = max(pos, end)
+        if pos < len(self.text):
+            regions.append((pos, len(self.text)))
+        return regions
+
+    def finish(self, path: str) -> DecodeResult:
+        for start, end in self.free_regions():
+            self.spans.append(Span("text", start, end))
+        self.spans.sort(key=lambda s: s.start)
+        content = "".join(self.text[s.start:s.end] for s in self.spans
+                          if s.kind in ("text", "markup"))
+        reasoning = "\n\n".join(p for p in self.reasoning if p) if self.reasoning else None
+        return DecodeResult(ok=not self.errors, path=path if self.calls or path == "xml"
+                            else "none", calls=self.calls, content=content.strip(),
+                            reasoning=reasoning, repairs=self.repairs, errors=self.errors,
+                            spans=self.spans)
+
+
+class ToolCallCodec:
+    """Decode model output into validated tool calls for one set of tools.
+
+    :param tools: OpenAI-style tool definitions (``{"type": "function", "function": {...}}``)
+        or bare ``{"name", "parameters"}`` dicts. Invalid definitions raise
+        ``InvalidToolsError`` here, once; decoding itself never raises.
+    :param heuristics: extra XML heuristics, merged into the pipeline by phase.
+    :param pipeline: a full ``Pipeline`` replacing the default one.
+    :param nfkc_strings: NFKC-normalise string arguments (``text.nfkc``).
+    :param limits: size and depth bounds (a ``Limits`` or a dict of its fields); a longer
+        input gets ``payload_too_large``.
+    """
+
+    def __init__(self, tools: list[dict[str, Any]] | None, *, heuristics: Iterable[Any] = (),
+                 pipeline: Any = None, nfkc_strings: bool = False,
+                 limits: Limits | dict[str, int] = DEFAULT_LIMITS) -> None:
+        from codec.tools import ToolRegistry
+
+        self.registry = ToolRegistry.from_tools(tools)
+        # Options may arrive as JSON (a job payload): accept {"max_chars": ...} for limits.
+        self.limits = Limits(**limits) if isinstance(limits, dict) else limits
+        self.nfkc_strings = nfkc_strings
+        self._heuristics = tuple(heuristics)
+        self._pipeline_arg = pipeline
+        self._pipeline: Any = None
+        self._openers = envelopes.compile_openers(self.registry.names())
+
+    @property
+    def pipeline(self) -> Any:
+        """The XML heuristic pipeline (built on first use so ``import codec`` stays cheap)."""
+        if self._pipeline is None:
+            from codec.heuristics import Pipeline
+
+            base = self._pipeline_arg or Pipeline.default()
+            self._pipeline = base.with_added(self._heuristics) if self._heuristics else base
+        return self._pipeline
+
+    def decode(self, data: str | dict[str, Any]) -> DecodeResult:
+        """Decode a complete model output (str) or an OpenAI assistant message (dict).
+
+        Never raises: malformed input comes back with ``ok=False`` and structured errors.
+        """
+        try:
+            if isinstance(data, str):
+                return _encodable(self._decode_text(data))
+            if isinstance(data, dict):
+                return _encodable(self._decode_message(data))
+            error = CodecError(BAD_REQUEST, "decode() takes a str (model output) or a dict "
+                               f"(assistant message), not {type(data).__name__}",
+                               {"got": type(data).__name__})
+            return DecodeResult(ok=False, errors=[error])
+        except Exception as exc:  # noqa: BLE001 - a bug here must not reach the caller
+            text = data if isinstance(data, str) else ""
+            error = CodecError(INTERNAL_ERROR, f"decoder failed: {type(exc).__name__}: {exc}")
+            return _encodable(DecodeResult(ok=False, content=text.strip(), errors=[error],
+                                           spans=[Span("text", 0, len(text))] if text else []))
+
+    def validate(self, name: str, arguments: Any) -> ValidationResult:
+        """Validate (and, where the schema allows, coerce) one call's arguments."""
+        from codec.validation import validate_call
+
+        return validate_call(self.registry, name, arguments, nfkc_strings=self.nfkc_strings)
+
+    # -- text -----------------------------------------------------------------------------
+
+    def _decode_text(self, text: str) -> DecodeResult:
+        if len(text) > self.limits.max_chars:
+            error = CodecError(PAYLOAD_TOO_LARGE, f"input has {len(text)} characters; the limit"
+                               f" is {self.limits.max_chars}", {"limit": self.limits.max_chars})
+            return DecodeResult(ok=False, content=text.strip(), errors=[error],
+                                spans=[Span("text", 0, len(text))])
+        asm = _Assembly(text)
+        blocks = envelopes.scan(text, self._openers, MAX_CALLS)
+        shells = [b for b in blocks if b.is_envelope]
+        for block in blocks:
+            if not block.is_envelope:
+                asm.add_reasoning(block)
+        if not shells:
+            hits = textjson.find_json_calls(text, asm.free_regions(), check=self._check_pairs,
+                                            limits=self.limits)
+            for hit in hits:
+                asm.add_calls(hit.start, hit.end, hit.calls)
+            return asm.finish("json")
+        for index, block in enumerate(shells[:MAX_CALLS]):
+            self._decode_block(asm, index, block)
+        if len(shells) > MAX_CALLS:  # the scan stopped here: the rest is left undecoded
+            rest = shells[MAX_CALLS]
+            asm.add_markup(Block(rest.fmt, rest.start, len(text), rest.start, len(text), False),
+                           [_too_many(len(shells), "tool-call envelopes", at_least=True)])
+        if self._has_json_calls(text, asm.free_regions()):
+            asm.repairs.append("gate.mixed_formats")
+        return asm.finish("xml")
+
+    def _decode_block(self, asm: _Assembly, index: int, block: Block) -> None:
+        calls, errors = self._block_calls(asm.text, block)
+        if calls and not errors:
+            asm.add_calls(block.start, block.end, calls)
+            return
+        raw = asm.text[block.start:block.end]
+        details = {"block": index, "position": block.start, "raw": _truncate(raw)}
+        asm.add_markup(block, [_in_block(e, index, block, details) for e in errors])
+
+    def _block_calls(self, text: str, block: Block) -> tuple[list[Call], list[CodecError]]:
+        payload = text[block.body_start:block.body_end]
+        base: list[str] = []
+        if not block.closed:
+            base.append("xml.balance_tags")
+            if block.fmt == "tool_call":
+                cut = envelopes.trailing_partial_close(payload, _TOOL_CALL_CLOSE)
+                payload = payload[:len(payload) - cut]
+        if block.fmt == "tool_element":
+            payload = text[block.start:block.body_end]  # the decoder wants the <tool> tags
+        payload, changed = _strip_bidi(payload)
+        if changed:
+            base.append("text.bidi_removed")
+        fmt, tag = self._payload_format(block, payload)
+        if fmt == "json":
+            return self._json_calls(payload, base)
+        return self._xml_call(payload, fmt, tag, base)
+
+    def _payload_format(self, block: Block, payload: str) -> tuple[str, str | None]:
+        if block.fmt != "tool_call":
+            return block.fmt, block.tag
+        head = payload.lstrip()
+        if not head.startswith("<"):
+            return "json", None
+        inner = envelopes.scan(head, self._openers)
+        if inner and inner[0].start == 0 and inner[0].fmt in ("tool_tag", "tool_element"):
+            return inner[0].fmt, inner[0].tag
+        # Markup that is not a known tool tag: the Qwen3 ``<function=…>`` family, whose
+        # decoder reports precisely what is wrong with it (a JSON error would mislead).
+        return "function", None
+
+    def _json_calls(self, payload: str, base: list[str]) -> tuple[list[Call], list[CodecError]]:
+        value, repairs, errors = self._parse_json(payload)
+        if errors:
+            return [], errors
+        pairs = _envelope_pairs(value)
+        if pairs is not None and len(pairs) > MAX_CALLS:
+            return [], [_too_many(len(pairs), "calls in one envelope")]
+        if pairs is None:
+            return [], [CodecError(INVALID_JSON, 'the JSON is not a tool call: expected '
+                                   '{"name": ..., "arguments": {...}} or a list of those')]
+        calls: list[Call] = []
+        errors = []
+        for name, args in pairs:
+            result = self.validate(name, args)
+            if result.ok:
+                calls.append(Call(name, result.arguments,
+                                  _dedupe(base + repairs + result.repairs)))
+            else:
+                errors.extend(result.errors)
+        return calls, errors
+
+    def _parse_json(self, payload: str) -> tuple[Any, list[str], list[CodecError]]:
+        try:
+            return orjson.loads(payload), [], []  # the well-formed case, at C speed
+        except orjson.JSONDecodeError:
+            pass
+        from codec.jsonrepair import repair_json
+
+        res = repair_json(payload, limits=self.limits)
+        if not res.ok:
+            return None, [], list(res.errors) or [
+                CodecError(INVALID_JSON, "the call's JSON is not valid")]
+        for repair, why in _REFUSED_REPAIRS.items():
+            if repair in res.repairs:
+                return None, [], [CodecError(INVALID_JSON, why, {"repair": repair})]
+        return res.value, list(res.repairs), []
+
+    def _xml_call(self, payload: str, fmt: str, tag: str | None,
+                  base: list[str]) -> tuple[list[Call], list[CodecError]]:
+        from codec.xmlcall import decode_xml_call
+
+        parts = _split_functions(payload) if fmt == "function" else [payload]
+        if len(parts) > MAX_CALLS:
+            return [], [_too_many(len(parts), "calls in one envelope")]
+        calls, errors = [], []
+        for part in parts:
+            res = decode_xml_call(part, fmt, registry=self.registry, pipeline=self.pipeline,
+                                  tag_name=tag)
+            if res.errors:
+                errors.extend(res.errors)
+            elif not res.name or self.registry.get(res.name) is None:
+                errors.append(CodecError(UNKNOWN_TOOL, f"unknown tool {res.name!r}",
+                                         {"tool": res.name}))
+            else:
+                calls.append(Call(res.name, res.arguments, _dedupe(base + list(res.repairs))))
+        return calls, errors
+
+    # -- JSON in text ---------------------------------------------------------------------
+
+    def _check_pairs(self, pairs: list[tuple[str, Any]]) -> tuple[bool, list[Call]]:
+        if len(pairs) > MAX_CALLS:
+            return False, []
+        calls = []
+        for name, args in pairs:
+            if self.registry.get(name) is None:
+                return False, []
+            payload_changed = False
+            if isinstance(args, str):
+                args, payload_changed = _strip_bidi(args)
+            result = self.validate(name, args)
+            if not result.ok:
+                return False, []
+            repairs = ["text.bidi_removed"] if payload_changed else []
+            calls.append(Call(name, result.arguments, _dedupe(repairs + result.repairs)))
+        return True, calls
+
+    def _has_json_calls(self, text: str, regions: list[tuple[int, int]]) -> bool:
+        """Whether JSON call shapes naming known tools appear (validity not required)."""
+
+        def known(pairs: list[tuple[str, Any]]) -> tuple[bool, list[Any]]:
+            return all(self.registry.get(n) is not None for n, _ in pairs), []
+
+        return bool(textjson.find_json_calls(text, regions, check=known, limits=self.limits))
+
+    # -- messages -------------------------------------------------------------------------
+
+    def _decode_message(self, message: dict[str, Any]) -> DecodeResult:
+        msg = native.read_message(message)
+        if not msg.has_calls:
+            result = self._decode_text(msg.content)
+        else:
+            result = self._native_calls(msg)
+        if msg.reasoning is not None:
+            parts = [msg.reasoning.strip(), result.reasoning or ""]
+            result.reasoning = "\n\n".join(p for p in parts if p)
+        result.errors = msg.errors + result.errors
+        result.ok = not result.errors
+        return result
+
+    def _native_calls(self, msg: native.NativeMessage) -> DecodeResult:
+        asm = _Assembly(msg.content)
+        blocks = envelopes.scan(msg.content, self._openers)
+        for block in blocks:
+            if not block.is_envelope:
+                asm.add_reasoning(block)
+        for nc in msg.calls:
+            call, errors = self._native_call(nc)
+            if call is not None:
+                asm.calls.append(call)
+                asm.repairs.extend(call.repairs)
+            asm.errors.extend(errors)
+        if any(b.is_envelope for b in blocks) or self._has_json_calls(msg.content,
+                                                                       asm.free_regions()):
+            asm.repairs.append("gate.mixed_formats")
+        result = asm.finish("native")
+        result.path = "native"
+        return result
+
+    def _native_call(self, nc: native.NativeCall) -> tuple[Call | None, list[CodecError]]:
+        args, base, errors = nc.arguments, [], []
+        if isinstance(args, str):  # the usual case: OpenAI sends arguments as JSON text
+            args, changed = _strip_bidi(args)
+            base = ["text.bidi_removed"] if changed else []
+            args, repairs, errors = self._parse_json(args)
+            base += repairs
+        result = None if errors else self.validate(nc.name, args)
+        if result is None or not result.ok:
+            raw = nc.arguments if isinstance(nc.arguments, str) else _dump(nc.arguments)
+            details = {"call_index": nc.index, "tool": nc.name, "raw": _truncate(raw)}
+            found = errors if result is None else result.errors
+            return None, [_with_details(e, details) for e in found]
+        return Call(nc.name, result.arguments, _dedupe(base + result.repairs)), []
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _envelope_pairs(value: Any) -> list[tuple[str, Any]] | None:
+    """Call pairs in an envelope body; unlike prose JSON, ``arguments`` may be omitted."""
+    items = value if isinstance(value, list) else [value]
+    pairs = []
+    for item in items:
+        if isinstance(item, dict) and "name" not in item and isinstance(item.get("function"),
+                                                                         dict):
+            item = item["function"]
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            return None
+        args = item.get("arguments", item.get("parameters", {}))
+        pairs.append((item["name"], {} if args is None else args))
+    return pairs or None
+
+
+def _split_functions(payload: str) -> list[str]:
+    """One ``<tool_call>`` may hold several ``<function=…>`` calls: one part per call."""
+    starts = [m.start() for m in _FUNCTION_OPEN.finditer(payload)]
+    if len(starts) < 2:
+        return [payload]
+    starts[0] = 0
+    return [payload[a:b] for a, b in zip(starts, starts[1:] + [len(payload)], strict=True)]
+
+
+def _encodable(result: DecodeResult) -> DecodeResult:
+    """Replace lone surrogates in everything the result carries, so it encodes as UTF-8.
+
+    Python strings may hold them (``surrogateescape``, ``\\uD800`` escapes); JSON cannot.
+    One character replaces one, so spans stay valid.
+    """
+    from codec.normalize import SURROGATE_REPLACED, replace_surrogates, replace_surrogates_in
+
+    changed = False
+    result.content, hit = replace_surrogates(result.content)
+    changed |= hit
+    if result.reasoning is not None:
+        result.reasoning, hit = replace_surrogates(result.reasoning)
+        changed |= hit
+    for call in result.calls:
+        call.arguments, hit = replace_surrogates_in(call.arguments)
+        if hit:
+            call.repairs.append(SURROGATE_REPLACED)
+            changed = True
+    for i, error in enumerate(result.errors):
+        message, hit = replace_surrogates(error.message)
+        details, hit_details = replace_surrogates_in(error.details)
+        if hit or hit_details:
+            result.errors[i] = CodecError(error.code, message, details)
+            changed = True
+    if changed and SURROGATE_REPLACED not in result.repairs:
+        result.repairs.append(SURROGATE_REPLACED)
+    return result
+
+
+def _strip_bidi(text: str) -> tuple[str, bool]:
+    from codec.normalize import strip_bidi
+
+    return strip_bidi(text)
+
+
+def _too_many(count: int, what: str, *, at_least: bool = False) -> CodecError:
+    amount = f"more than {MAX_CALLS}" if at_least else str(count)
+    return CodecError(PAYLOAD_TOO_LARGE, f"{amount} {what}; at most {MAX_CALLS} are decoded "
+                      "and the rest is kept as content", {"limit": MAX_CALLS})
+
+
+def _in_block(error: CodecError, index: int, block: Block, details: dict[str, Any]) -> CodecError:
+    message = f"tool-call block {index} ({block.fmt}) at offset {block.start}: {error.message}"
+    return CodecError(error.code, message, {**error.details, **details})
+
+
+def _with_details(error: CodecError, details: dict[str, Any]) -> CodecError:
+    index = details.get("call_index")
+    return CodecError(error.code, f"tool_calls[{index}]: {error.message}",
+                      {**error.details, **details})
+
+
+def _truncate(raw: str) -> str:
+    return raw if len(raw) <= RAW_LIMIT else raw[:RAW_LIMIT] + "…"
+
+
+def _dump(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return repr(value)
+
+
+def _dedupe(ids: list[str]) -> list[str]:
+    return list(dict.fromkeys(ids))
+
+
+# -- module-level convenience ---------------------------------------------------------------
+
+_CACHE_SIZE = 16
+_cache: OrderedDict[Any, ToolCallCodec] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def codec_for(tools: list[dict[str, Any]] | None, **options: Any) -> ToolCallCodec:
+    """A ``ToolCallCodec`` for these tools and options, shared through a small LRU cache.
+
+    The key is a canonical (sorted-keys) JSON dump of the tools, so equal tool lists share
+    compiled validators. Options that cannot be hashed bypass the cache.
+    """
+    try:
+        key = (orjson.dumps(tools, option=orjson.OPT_SORT_KEYS), tuple(sorted(options.items())))
+        hash(key)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError too
+        return ToolCallCodec(tools, **options)
+    with _cache_lock:
+        found = _cache.get(key)
+        if found is not None:
+            _cache.move_to_end(key)
+            return found
+    made = ToolCallCodec(tools, **options)
+    with _cache_lock:
+        _cache[key] = made
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return made
+
+
+def decode(text: str | dict[str, Any], tools: list[dict[str, Any]] | None = None,
+           **options: Any) -> DecodeResult:
+    """Decode with a cached codec for ``tools``; see ``ToolCallCodec.decode``."""
+    return codec_for(tools, **options).decode(text)
+
+
+def validate(name: str, arguments: Any, tools: list[dict[str, Any]] | None = None,
+             **options: Any) -> ValidationResult:
+    """Validate one call with a cached codec for ``tools``; see ``ToolCallCodec.validate``."""
+    return codec_for(tools, **options).validate(name, arguments)

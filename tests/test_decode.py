@@ -1,0 +1,500 @@
+"""The ordered gate of ``ToolCallCodec.decode`` on text: envelopes, reasoning, content."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+import codec
+from codec import errors
+from codec.toolcodec import ToolCallCodec
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "set_alarm",
+            "parameters": {
+                "type": "object",
+                "properties": {"hour": {"type": "integer"}, "enabled": {"type": "boolean"}},
+                "required": ["hour", "enabled"],
+            },
+        },
+    },
+    {"name": "send_message", "parameters": {
+        "type": "object", "properties": {"message": {"type": "string"}},
+        "required": ["message"]}},
+]
+
+
+@pytest.fixture(scope="module")
+def tc() -> ToolCallCodec:
+    return ToolCallCodec(TOOLS)
+
+
+def hermes(name: str, args: dict) -> str:
+    body = orjson.dumps({"name": name, "arguments": args}).decode()
+    return f"<tool_call>{body}</tool_call>"
+
+
+def codes(result) -> list[str]:
+    return [e.code for e in result.errors]
+
+
+def calls(result) -> list[tuple[str, dict]]:
+    return [(c.name, c.arguments) for c in result.calls]
+
+
+# -- none / plain text ----------------------------------------------------------------------
+
+
+def test_plain_text_is_content(tc):
+    r = tc.decode("  Just an answer.\n")
+    assert r.ok and r.path == "none" and r.calls == []
+    assert r.content == "Just an answer." and r.reasoning is None
+
+
+def test_result_is_plain_json(tc):
+    r = tc.decode("<think>hm</think>" + hermes("get_weather", {"city": "Oslo"}))
+    assert orjson.loads(orjson.dumps(r.to_dict())) == r.to_dict()
+
+
+# -- hermes / qwen JSON envelopes -----------------------------------------------------------
+
+
+def test_hermes_single_call(tc):
+    r = tc.decode(hermes("get_weather", {"city": "Paris", "unit": "celsius"}))
+    assert r.ok and r.path == "xml"
+    assert calls(r) == [("get_weather", {"city": "Paris", "unit": "celsius"})]
+    assert r.content == "" and r.repairs == [] and r.calls[0].repairs == []
+
+
+def test_parallel_calls_and_text_kept_in_order(tc):
+    text = ("Checking both.\n" + hermes("get_weather", {"city": "Rome"}) + "\nand\n"
+            + hermes("set_alarm", {"hour": 7, "enabled": True}) + "\nDone.")
+    r = tc.decode(text)
+    assert r.ok
+    assert calls(r) == [("get_weather", {"city": "Rome"}),
+                        ("set_alarm", {"hour": 7, "enabled": True})]
+    assert r.content == "Checking both.\n\nand\n\nDone."
+
+
+def test_parameters_key_accepted_for_arguments(tc):
+    r = tc.decode('<tool_call>{"name": "get_weather", "parameters": {"city": "Lima"}}'
+                  "</tool_call>")
+    assert r.ok and calls(r) == [("get_weather", {"city": "Lima"})]
+
+
+def test_list_body_gives_parallel_calls(tc):
+    body = orjson.dumps([{"name": "get_weather", "arguments": {"city": "A"}},
+                         {"name": "get_weather", "arguments": {"city": "B"}}]).decode()
+    r = tc.decode(f"<tool_call>\n{body}\n</tool_call>")
+    assert r.ok and [c.arguments["city"] for c in r.calls] == ["A", "B"]
+
+
+def test_arguments_as_json_string_are_decoded(tc):
+    r = tc.decode('<tool_call>{"name": "get_weather", "arguments": "{\\"city\\": \\"Kyiv\\"}"}'
+                  "</tool_call>")
+    assert r.ok and calls(r) == [("get_weather", {"city": "Kyiv"})]
+    assert "schema.decode_json_string" in r.calls[0].repairs
+
+
+def test_malformed_json_body_repaired_and_named(tc):
+    r = tc.decode("<tool_call>{'name': 'get_weather', 'arguments': {'city': 'Bern',}}"
+                  "</tool_call>")
+    assert r.ok and calls(r) == [("get_weather", {"city": "Bern"})]
+    assert "json.single_quotes" in r.calls[0].repairs
+    assert "json.trailing_comma" in r.calls[0].repairs
+    # every call repair is in the result's repairs, in order
+    assert [x for x in r.repairs if x in r.calls[0].repairs] == r.calls[0].repairs
+
+
+def test_missing_final_close_tag_runs_to_end(tc):
+    r = tc.decode('Sure.\n<tool_call>{"name": "get_weather", "arguments": {"city": "Nice"}}\n')
+    assert r.ok and calls(r) == [("get_weather", {"city": "Nice"})]
+    assert r.content == "Sure."
+    assert "xml.balance_tags" in r.calls[0].repairs
+
+
+def test_truncated_close_tag_at_end(tc):
+    r = tc.decode('<tool_call>{"name": "get_weather", "arguments": {"city": "Nice"}}\n</tool_')
+    assert r.ok and calls(r) == [("get_weather", {"city": "Nice"})] and r.content == ""
+
+
+def test_truncated_json_in_envelope_is_repaired_and_named(tc):
+    r = tc.decode('<tool_call>{"name": "get_weather", "arguments": {"city": "Nice"}')
+    assert r.ok and calls(r) == [("get_weather", {"city": "Nice"})]
+    assert "json.unclosed" in r.repairs and "json.unclosed_string" not in r.repairs
+    cut = tc.decode('<tool_call>{"name": "send_message", "arguments": {"message": "hello wor')
+    assert cut.ok and calls(cut) == [("send_message", {"message": "hello wor"})]
+    assert cut.calls[0].repairs == ["xml.balance_tags", "json.unclosed", "json.unclosed_string"]
+
+
+def test_truncated_call_missing_required_argument_is_refused(tc):
+    text = '<tool_call>{"name": "get_weather", "arguments": {"city":'
+    r = tc.decode(text)
+    assert not r.ok and r.calls == []
+    assert codes(r) == [errors.SCHEMA_VIOLATION]
+    assert r.content == text
+
+
+# -- failures: reported, text kept ------------------------------------------------------------
+
+
+def test_bad_block_among_good_ones(tc):
+    bad = '<tool_call>{"name": "get_weather", "arguments": {"days": 2 * 3}}</tool_call>'
+    text = hermes("get_weather", {"city": "Oslo"}) + "\n" + bad + "\n" + hermes(
+        "send_message", {"message": "hi"})
+    r = tc.decode(text)
+    assert not r.ok and r.path == "xml"
+    assert calls(r) == [("get_weather", {"city": "Oslo"}), ("send_message", {"message": "hi"})]
+    assert codes(r) == [errors.ARITHMETIC_EXPRESSION]
+    err = r.errors[0].to_dict()
+    assert err["block"] == 1 and err["raw"] == bad and err["position"] == text.index(bad)
+    assert "block 1" in err["message"]
+    assert r.content == bad
+
+
+def test_unknown_tool_reported_not_dropped(tc):
+    text = "Let me try.\n" + hermes("delete_everything", {"path": "/"})
+    r = tc.decode(text)
+    assert not r.ok and r.calls == []
+    assert codes(r) == [errors.UNKNOWN_TOOL]
+    assert "delete_everything" in r.errors[0].message
+    assert r.content == text.strip()
+
+
+def test_yes_for_boolean_is_schema_violation(tc):
+    text = hermes("set_alarm", {"hour": 7, "enabled": "yes"})
+    r = tc.decode(text)
+    assert not r.ok and r.calls == []
+    assert errors.SCHEMA_VIOLATION in codes(r)
+    assert r.content == text  # the call's text stays visible
+
+
+def test_arithmetic_is_refused(tc):
+    r = tc.decode('<tool_call>{"name": "set_alarm", "arguments": {"hour": 6 + 1, '
+                  '"enabled": true}}</tool_call>')
+    assert not r.ok and r.calls == []
+    assert errors.ARITHMETIC_EXPRESSION in codes(r)
+
+
+def test_envelope_body_that_is_not_a_call(tc):
+    r = tc.decode("<tool_call>[1, 2, 3]</tool_call>")
+    assert not r.ok and codes(r) == [errors.INVALID_JSON]
+    assert "not a tool call" in r.errors[0].message
+
+
+def test_list_with_one_bad_element_fails_whole_block(tc):
+    body = orjson.dumps([{"name": "get_weather", "arguments": {"city": "A"}},
+                         {"name": "nope", "arguments": {}}]).decode()
+    r = tc.decode(f"<tool_call>{body}</tool_call>")
+    assert not r.ok and r.calls == [] and codes(r) == [errors.UNKNOWN_TOOL]
+
+
+def test_unclosed_envelope_stops_at_next_opener(tc):
+    text = ('<tool_call>{"name": "nope", "arguments": {}}\n'
+            + hermes("get_weather", {"city": "Oslo"}))
+    r = tc.decode(text)
+    assert calls(r) == [("get_weather", {"city": "Oslo"})]
+    assert codes(r) == [errors.UNKNOWN_TOOL]
+    assert r.content == '<tool_call>{"name": "nope", "arguments": {}}'
+
+
+# -- reasoning ------------------------------------------------------------------------------
+
+
+def test_think_moves_to_reasoning(tc):
+    r = tc.decode("<think>\nThe user wants weather.\n</think>\n"
+                  + hermes("get_weather", {"city": "Oslo"}))
+    assert r.reasoning == "The user wants weather." and r.content == ""
+    assert r.ok and len(r.calls) == 1
+
+
+def test_unclosed_think_runs_to_end(tc):
+    r = tc.decode("Hi <think>still thinking about " + hermes("get_weather", {"city": "X"}))
+    assert r.content == "Hi" and r.calls == [] and r.ok
+    assert r.reasoning.startswith("still thinking about <tool_call>")
+
+
+def test_leading_orphan_close_think(tc):
+    r = tc.decode("I should check.\n</think>\n\nIt is sunny.")
+    assert r.reasoning == "I should check." and r.content == "It is sunny."
+
+
+def test_orphan_close_think_after_a_block_is_text(tc):
+    r = tc.decode("<think>a</think>b</think>c")
+    assert r.reasoning == "a" and r.content == "b</think>c"
+
+
+# -- qwen3 <function=…>, tool-name tags, <tool> -------------------------------------------
+
+
+def test_qwen3_function_body(tc):
+    r = tc.decode("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                  "</function>\n</tool_call>")
+    assert r.ok, r.errors
+    assert calls(r) == [("get_weather", {"city": "Paris"})]
+
+
+def test_bare_function_without_wrapper(tc):
+    r = tc.decode("Ok: <function=set_alarm><parameter=hour>7</parameter>"
+                  "<parameter=enabled>true</parameter></function> then")
+    assert r.ok, r.errors
+    assert calls(r) == [("set_alarm", {"hour": 7, "enabled": True})]
+    assert r.content == "Ok:  then"
+
+
+def test_tool_name_tag(tc):
+    r = tc.decode("Sure.\n<get_weather><city>Paris</city></get_weather>")
+    assert r.ok, r.errors
+    assert calls(r) == [("get_weather", {"city": "Paris"})] and r.content == "Sure."
+
+
+def test_unknown_tag_is_just_text(tc):
+    r = tc.decode("<b>bold</b> and <tool_callx>")
+    assert r.ok and r.path == "none" and r.content == "<b>bold</b> and <tool_callx>"
+
+
+def test_tool_tag_inside_envelope_is_not_a_second_call(tc):
+    r = tc.decode('<tool_call>{"name": "send_message", "arguments": {"message": '
+                  '"<get_weather><city>X</city></get_weather>"}}</tool_call>')
+    assert r.ok and len(r.calls) == 1
+    assert r.calls[0].arguments["message"] == "<get_weather><city>X</city></get_weather>"
+
+
+def test_tool_element(tc):
+    r = tc.decode("<tool><tool_name>get_weather</tool_name><arguments><city>Oslo</city>"
+                  "</arguments></tool>")
+    assert r.ok, r.errors
+    assert calls(r) == [("get_weather", {"city": "Oslo"})]
+
+
+# -- JSON in text -----------------------------------------------------------------------------
+
+
+def test_json_call_in_text(tc):
+    r = tc.decode('Calling: {"name": "get_weather", "arguments": {"city": "Oslo"}} now')
+    assert r.ok and r.path == "json"
+    assert calls(r) == [("get_weather", {"city": "Oslo"})] and r.content == "Calling:  now"
+
+
+def test_fenced_json_call(tc):
+    r = tc.decode('Here:\n```json\n{"name": "get_weather", "parameters": {"city": "Oslo"}}\n```')
+    assert r.ok and r.path == "json" and r.content == "Here:"
+    assert calls(r) == [("get_weather", {"city": "Oslo"})]
+
+
+@pytest.mark.parametrize("shown", [
+    'Use it like {"name": "my_tool", "arguments": {"x": 1}} in your code.',  # unknown tool
+    'The schema is {"name": "get_weather", "description": "weather"}.',  # not a call shape
+    'For example {"name": "get_weather", "arguments": {"town": "Oslo"}}.',  # fails schema
+    'Example: {"name": "get_weather", "arguments": {"city": "Os',  # cut off
+    'A config {"example": {"name": "get_weather", "arguments": {"city": "X"}}}',  # nested
+])
+def test_shown_json_stays_content_without_error(tc, shown):
+    r = tc.decode(shown)
+    assert r.ok and r.path == "none" and r.calls == [] and r.errors == []
+    assert r.content == shown.strip()
+
+
+def test_mixed_xml_and_json_xml_wins(tc):
+    text = ('{"name": "get_weather", "arguments": {"city": "Json"}}\n'
+            + hermes("get_weather", {"city": "Xml"}))
+    r = tc.decode(text)
+    assert r.path == "xml" and calls(r) == [("get_weather", {"city": "Xml"})]
+    assert "gate.mixed_formats" in r.repairs
+    assert r.content.startswith('{"name": "get_weather"')
+
+
+def test_no_mixed_flag_for_plain_envelopes(tc):
+    r = tc.decode(hermes("get_weather", {"city": "Xml"}) + ' {"unit": "celsius"}')
+    assert "gate.mixed_formats" not in r.repairs
+
+
+# -- payload-only normalisation ---------------------------------------------------------------
+
+
+def test_bidi_removed_from_hebrew_payload_but_kept_in_content(tc):
+    rlm = "\u200f"
+    text = (f"שלום{rlm} עולם\n<tool_call>{{\"name\": \"send_message\", \"arguments\": "
+            f"{{\"message\": \"שלום{rlm} עולם\"}}}}</tool_call>")
+    r = tc.decode(text)
+    assert r.ok, r.errors
+    assert r.calls[0].arguments == {"message": "שלום עולם"}
+    assert "text.bidi_removed" in r.calls[0].repairs and "text.bidi_removed" in r.repairs
+    assert r.content == f"שלום{rlm} עולם"
+
+
+def test_bidi_kept_in_reasoning(tc):
+    r = tc.decode("<think>א\u200fב</think>ok")
+    assert r.reasoning == "א\u200fב"
+
+
+# -- limits and bad input -------------------------------------------------------------------
+
+
+def test_payload_too_large_keeps_text():
+    small = ToolCallCodec(TOOLS, limits=codec.Limits(max_chars=10))
+    r = small.decode("x" * 11)
+    assert not r.ok and codes(r) == [errors.PAYLOAD_TOO_LARGE] and r.content == "x" * 11
+
+
+@pytest.mark.parametrize("bad", [None, 42, ["list"], b"bytes"])
+def test_non_str_non_dict_is_bad_request(tc, bad):
+    r = tc.decode(bad)
+    assert not r.ok and codes(r) == [errors.BAD_REQUEST]
+
+
+def test_invalid_tools_raise_at_construction():
+    with pytest.raises(codec.InvalidToolsError):
+        ToolCallCodec([{"name": ""}])
+
+
+# -- module-level functions ------------------------------------------------------------------
+
+
+def test_module_decode_and_validate_share_a_cached_codec():
+    from codec.toolcodec import codec_for
+
+    a = codec_for(TOOLS)
+    b = codec_for(orjson.loads(orjson.dumps(TOOLS)))  # equal but distinct objects
+    assert a is b
+    assert codec_for(TOOLS, nfkc_strings=True) is not a
+    r = codec.decode(hermes("get_weather", {"city": "Oslo"}), tools=TOOLS)
+    assert r.ok and calls(r) == [("get_weather", {"city": "Oslo"})]
+    v = codec.validate("set_alarm", {"hour": "7", "enabled": True}, tools=TOOLS)
+    assert v.to_dict()["arguments"] == {"hour": 7, "enabled": True}
+
+
+def test_public_exports():
+    for name in ("ToolCallCodec", "decode", "validate", "repair_json", "DecodeResult", "Call",
+                 "RepairResult", "ValidationResult", "CodecError", "Limits", "Heuristic",
+                 "HeuristicContext", "HeuristicResult", "Pipeline", "InvalidToolsError"):
+        assert getattr(codec, name) is not None, name
+    assert codec.errors.SCHEMA_VIOLATION == "schema_violation"
+    assert codec.repair_json('{"a": 1,}').to_dict()["value"] == {"a": 1}
+
+
+def test_import_codec_is_cheap():
+    import subprocess
+    import sys
+
+    code = "import sys, codec; print('jsonschema' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_several_functions_in_one_envelope(tc):
+    text = ("<tool_call>\n<function=get_weather><parameter=city>A</parameter></function>\n"
+            "<function=send_message><parameter=message>hi</parameter></function>\n"
+            "</tool_call>")
+    r = tc.decode(text)
+    assert r.ok, r.errors
+    assert calls(r) == [("get_weather", {"city": "A"}), ("send_message", {"message": "hi"})]
+    assert r.calls[0].span == r.calls[1].span == (0, len(text))
+
+
+def test_prose_inside_envelope_is_refused_not_dropped(tc):
+    text = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}} but maybe Rome'
+            "</tool_call>")
+    r = tc.decode(text)
+    assert not r.ok and r.calls == [] and codes(r) == [errors.INVALID_JSON]
+    assert r.errors[0].details["repair"] == "json.surrounding_text"
+    assert r.content == text
+
+
+def test_markup_body_gets_an_xml_error(tc):
+    r = tc.decode("<tool_call><function>get_weather</function></tool_call>")
+    assert not r.ok and codes(r) == [errors.INVALID_XML]
+
+
+def test_known_tool_tag_inside_tool_call_wrapper(tc):
+    r = tc.decode("<tool_call><get_weather><city>Oslo</city></get_weather></tool_call>")
+    assert r.ok, r.errors
+    assert calls(r) == [("get_weather", {"city": "Oslo"})]
+
+
+class UpperCity:
+    """A user heuristic: post-parse, upper-cases the city argument."""
+
+    id = "custom.upper_city"
+    phase = "post-parse"
+
+    def applies(self, ctx):
+        return isinstance(ctx.parsed, dict) and isinstance(ctx.parsed.get("city"), str)
+
+    def run(self, ctx):
+        return codec.HeuristicResult(parsed={**ctx.parsed, "city": ctx.parsed["city"].upper()})
+
+
+def test_user_heuristics_reach_the_xml_decoder():
+    tc = ToolCallCodec(TOOLS, heuristics=[UpperCity()])
+    r = tc.decode("<get_weather><city>Oslo</city></get_weather>")
+    assert r.ok, r.errors
+    assert calls(r) == [("get_weather", {"city": "OSLO"})]
+    assert "custom.upper_city" in r.calls[0].repairs
+    # the default codec is unaffected
+    plain = ToolCallCodec(TOOLS).decode("<get_weather><city>Oslo</city></get_weather>")
+    assert calls(plain) == [("get_weather", {"city": "Oslo"})]
+
+
+def test_envelopes_past_the_call_limit_stay_content(tc):
+    from codec.toolcodec import MAX_CALLS
+
+    one = hermes("get_weather", {"city": "Oslo"})
+    text = "\n".join([one] * (MAX_CALLS + 3))
+    r = tc.decode(text)
+    assert len(r.calls) == MAX_CALLS
+    assert codes(r) == [errors.PAYLOAD_TOO_LARGE]
+    assert r.content == "\n".join([one] * 3)  # the undecoded rest, kept
+
+
+def test_list_body_past_the_call_limit_is_refused(tc):
+    from codec.toolcodec import MAX_CALLS
+
+    body = orjson.dumps([{"name": "get_weather", "arguments": {"city": "A"}}]
+                        * (MAX_CALLS + 1)).decode()
+    r = tc.decode(f"<tool_call>{body}</tool_call>")
+    assert r.calls == [] and codes(r) == [errors.PAYLOAD_TOO_LARGE]
+
+
+def test_failed_envelope_json_does_not_count_as_mixed(tc):
+    r = tc.decode(hermes("get_weather", {"city": "A"})
+                  + hermes("set_alarm", {"hour": 1, "enabled": "yes"}))
+    assert len(r.calls) == 1 and codes(r) == [errors.SCHEMA_VIOLATION]
+    assert "gate.mixed_formats" not in r.repairs
+
+
+@pytest.mark.parametrize("message", [
+    "use </tool_call> to end", "nested <tool_call> opener", 'quoted \\"</tool_call>\\" too'])
+def test_envelope_tags_inside_json_strings(tc, message):
+    body = orjson.dumps({"name": "send_message", "arguments": {"message": message}}).decode()
+    text = f"<tool_call>{body}</tool_call> after"
+    r = tc.decode(text)
+    assert r.ok, r.errors
+    assert calls(r) == [("send_message", {"message": message})] and r.content == "after"
+
+
+def test_limits_given_as_json_fields():
+    small = ToolCallCodec(TOOLS, limits={"max_chars": 5})
+    assert codes(small.decode("123456")) == [errors.PAYLOAD_TOO_LARGE]
+    with pytest.raises(TypeError):
+        ToolCallCodec(TOOLS, limits={"max_bytes": 5})
