@@ -1,0 +1,52 @@
+"""KindaXML: a tolerant, XML-like annotation language with deterministic recovery.
+
+>>> from codec.kindaxml import parse
+>>> r = parse('We shipped <cite id="1">last week</cite>.', recognized_tags={"cite"})
+>>> [(s.text, [a.tag for a in s.annotations]) for s in r.segments]
+[('We shipped ', []), ('last week', ['cite']), ('.', [])]
+
+:func:`parse` never raises on any ``str``; malformed markup is recovered and every guess is
+named (see ``docs/kindaxml.md``). Only a bad configuration raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codec.kindaxml.cli import cli_main
+from codec.kindaxml.config import KindaXMLConfig, build_config
+from codec.kindaxml.output import Annotation, Marker, ParseResult, Recovery, Segment
+from codec.kindaxml.parser import Parser
+from codec.normalize import first_surrogate, replace_surrogates
+
+__all__ = [
+    "Annotation",
+    "KindaXMLConfig",
+    "Marker",
+    "ParseResult",
+    "Recovery",
+    "Segment",
+    "cli_main",
+    "parse",
+]
+
+
+def parse(text: str, config: KindaXMLConfig | None = None, **options: Any) -> ParseResult:
+    """Parse ``text`` into segments, annotations and markers.
+
+    Options are the fields of :class:`KindaXMLConfig` (spec §12 names), given either as a
+    ``config`` object, as keywords, or both (keywords override the object). Unknown option
+    names raise ``TypeError``; bad values raise ``ValueError`` or ``TypeError``.
+    """
+    cfg = build_config(config, options)
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, not {type(text).__name__}")
+    # JSON output cannot carry lone surrogates; one character replaces one, so offsets hold.
+    at = first_surrogate(text)
+    if at is not None:
+        text, _ = replace_surrogates(text)
+    result = Parser(text, cfg).run()
+    if at is not None:
+        result.recoveries.insert(0, Recovery(
+            "surrogate_replaced", at, "lone surrogates were replaced by U+FFFD"))
+    return result
