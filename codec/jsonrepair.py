@@ -77,7 +77,7 @@ def repair_json(text: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairResult:
         return _too_large(text, limits)
     found, value = _strict(text, limits)
     if found:
-        return RepairResult(True, value)
+        return _encodable(text, RepairResult(True, value))
     reader = _Reader(text, limits)
     try:
         start = reader.locate_start()
@@ -87,7 +87,7 @@ def repair_json(text: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairResult:
         return reader.failed(failure)
     except Exception as exc:  # a bug must still not escape to the caller
         return _failed(list(reader.repairs), INTERNAL_ERROR, 0, f"JSON repair failed: {exc!r}")
-    return RepairResult(True, value, list(reader.repairs))
+    return _encodable(text, RepairResult(True, value, list(reader.repairs)))
 
 
 def repair_json_prefix(
@@ -108,7 +108,7 @@ def repair_json_prefix(
     if start < len(text) and text[start] in "{[":
         found, value, end = _strict_prefix(text, start, limits)
         if found:
-            return RepairResult(True, value), end
+            return _encodable(text, RepairResult(True, value)), end
     reader = _Reader(text, limits)
     try:
         value, end = reader.parse(pos)
@@ -116,7 +116,23 @@ def repair_json_prefix(
         return reader.failed(failure), pos
     except Exception as exc:  # a bug must still not escape to the caller
         return _failed(list(reader.repairs), INTERNAL_ERROR, 0, f"JSON repair failed: {exc!r}"), pos
-    return RepairResult(True, value, list(reader.repairs)), end
+    return _encodable(text, RepairResult(True, value, list(reader.repairs))), end
+
+
+def _encodable(text: str, result: RepairResult) -> RepairResult:
+    """Replace lone surrogates (raw, or from ``\\uD800`` escapes) so the value encodes as UTF-8.
+
+    Only texts that could hold one are walked: non-ASCII ones, or ones with ``\\u`` escapes.
+    """
+    if text.isascii() and "\\u" not in text:
+        return result
+    from codec.normalize import SURROGATE_REPLACED, replace_surrogates_in
+
+    value, changed = replace_surrogates_in(result.value)
+    if changed:
+        result.value = value
+        result.repairs.append(SURROGATE_REPLACED)
+    return result
 
 
 # -- strict fast paths -------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
@@ -21,8 +22,12 @@ BIDI_CONTROLS: frozenset[str] = frozenset(
 
 _BIDI_RE = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
+# Lone surrogates cannot be encoded as UTF-8, so no JSON result could carry them.
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
 BIDI_REMOVED = "text.bidi_removed"
 NFKC = "text.nfkc"
+SURROGATE_REPLACED = "text.surrogate_replaced"
 
 
 def strip_bidi(text: str) -> tuple[str, bool]:
@@ -33,6 +38,39 @@ def strip_bidi(text: str) -> tuple[str, bool]:
     if _BIDI_RE.search(text) is None:
         return text, False
     return _BIDI_RE.sub("", text), True
+
+
+def replace_surrogates(text: str) -> tuple[str, bool]:
+    """Return *text* with each surrogate code point replaced by U+FFFD, and whether any was.
+
+    One character stands for one, so offsets into the text stay valid. The same string object
+    is returned when there was nothing to replace.
+    """
+    if text.isascii() or _SURROGATE_RE.search(text) is None:
+        return text, False
+    return _SURROGATE_RE.sub("\ufffd", text), True
+
+
+def first_surrogate(text: str) -> int | None:
+    """The offset of the first surrogate code point in *text*, or None."""
+    m = None if text.isascii() else _SURROGATE_RE.search(text)
+    return None if m is None else m.start()
+
+
+def replace_surrogates_in(value: Any) -> tuple[Any, bool]:
+    """`replace_surrogates` over every key and string of a parsed JSON value.
+
+    Returns the input object itself when nothing changed; never mutates it.
+    """
+    found: list[str] = []
+
+    def clean(text: str) -> str:
+        out, changed = replace_surrogates(text)
+        if changed:
+            _note(found, SURROGATE_REPLACED)
+        return out
+
+    return _walk(value, clean, lambda key, _obj, _out: clean(key)), bool(found)
 
 
 def normalize_payload(value: Any, *, nfkc_strings: bool = False) -> tuple[Any, list[str]]:
@@ -50,7 +88,14 @@ def normalize_payload(value: Any, *, nfkc_strings: bool = False) -> tuple[Any, l
     is left as it was: merging the two would silently drop a value.
     """
     repairs: list[str] = []
-    return _walk(value, nfkc_strings, repairs), repairs
+
+    def clean_value(text: str) -> str:
+        return _clean(text, nfkc_strings, repairs)
+
+    def clean_key(key: str, obj: dict, out: dict | None) -> str:
+        return _clean_key(key, obj, out, repairs)
+
+    return _walk(value, clean_value, clean_key), repairs
 
 
 def _note(repairs: list[str], repair: str) -> None:
@@ -65,29 +110,36 @@ def _clean(text: str, nfkc: bool, repairs: list[str]) -> str:
     out, changed = strip_bidi(text)
     if changed:
         _note(repairs, BIDI_REMOVED)
+    out, changed = replace_surrogates(out)
+    if changed:
+        _note(repairs, SURROGATE_REPLACED)
     if nfkc and not unicodedata.is_normalized("NFKC", out):
         out = unicodedata.normalize("NFKC", out)
         _note(repairs, NFKC)
     return out
 
 
-def _walk(value: Any, nfkc_strings: bool, repairs: list[str]) -> Any:
+StrFn = Callable[[str], str]
+KeyFn = Callable[[str, dict, "dict | None"], str]  # (key, original object, copy so far)
+
+
+def _walk(value: Any, clean: StrFn, clean_key: KeyFn) -> Any:
     if isinstance(value, str):
-        return _clean(value, nfkc_strings, repairs)
+        return clean(value)
     if isinstance(value, dict):
-        return _walk_dict(value, nfkc_strings, repairs)
+        return _walk_dict(value, clean, clean_key)
     if isinstance(value, list):
-        return _walk_list(value, nfkc_strings, repairs)
+        return _walk_list(value, clean, clean_key)
     return value
 
 
-def _walk_dict(obj: dict, nfkc_strings: bool, repairs: list[str]) -> dict:
+def _walk_dict(obj: dict, clean: StrFn, clean_key: KeyFn) -> dict:
     out: dict | None = None  # copy made lazily, on the first change
     for i, (key, item) in enumerate(obj.items()):
         new_key = key
         if isinstance(key, str):
-            new_key = _clean_key(key, obj, out, repairs)
-        new_item = _walk(item, nfkc_strings, repairs)
+            new_key = clean_key(key, obj, out)
+        new_item = _walk(item, clean, clean_key)
         if out is None and (new_key is not key or new_item is not item):
             out = dict(islice(obj.items(), i))
         if out is not None:
@@ -107,10 +159,10 @@ def _clean_key(key: str, obj: dict, out: dict | None, repairs: list[str]) -> str
     return new_key
 
 
-def _walk_list(items: list, nfkc_strings: bool, repairs: list[str]) -> list:
+def _walk_list(items: list, clean: StrFn, clean_key: KeyFn) -> list:
     out: list | None = None
     for i, item in enumerate(items):
-        new_item = _walk(item, nfkc_strings, repairs)
+        new_item = _walk(item, clean, clean_key)
         if out is None and new_item is not item:
             out = items[:i]
         if out is not None:
