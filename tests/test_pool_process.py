@@ -1,0 +1,375 @@
+"""The process backend through ``Pool``: real worker processes, real deadlines, no mocks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from pool import Pool
+from worker.jobs import FAULT_ENV
+
+GRACE_MS = 40  # generous: the machine is shared; the benchmark measures the real figure
+OUTCOME = {"ok": "success", "error": "failure", "timeout": "timeout",
+           "rejected": "rejected", "worker_lost": "worker_lost"}  # fmt: skip
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def faults(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Workers are forked (and re-forked) from this process, so the flag must stay set for
+    # the pool's lifetime; monkeypatch restores it after the test.
+    monkeypatch.setenv(FAULT_ENV, "1")
+
+
+@pytest.fixture
+def pool(faults: None, registry: CollectorRegistry):
+    with Pool(workers=2, timeout_ms=50, registry=registry) as p:
+        yield p
+
+
+def timed(fn, *args, **kwargs) -> tuple[dict, float]:
+    start = time.monotonic()
+    out = fn(*args, **kwargs)
+    return out, (time.monotonic() - start) * 1000
+
+
+def wait_until(predicate, timeout: float = 2.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.002)
+    return predicate()
+
+
+def assert_healthy(p: Pool) -> None:
+    """Every worker answers again: as many concurrent jobs as workers all succeed."""
+    n = p.impl.workers
+    outs = p.map("_sleep", [{"seconds": 0.02}] * n, timeout_ms=1000)
+    assert [o["status"] for o in outs] == ["ok"] * n, outs
+
+
+def test_submit_returns_the_design_envelope(pool: Pool) -> None:
+    out = pool.submit("_sleep", {"seconds": 0})
+    assert list(out) == ["status", "op", "backend", "result", "error", "elapsed_ms"]
+    assert out["status"] == "ok" and out["backend"] == "process" and out["op"] == "_sleep"
+    assert out["result"] == {"slept": 0.0} and out["error"] is None
+    assert 0 < out["elapsed_ms"] < 50
+
+
+@pytest.mark.parametrize("budget_ms", [30, 50])
+@pytest.mark.parametrize("op", ["_sleep", "_spin"])
+def test_timeout_returns_on_time_and_pool_recovers(pool: Pool, op: str, budget_ms: int) -> None:
+    pids = set(pool.impl.pids)
+    out, wall_ms = timed(pool.submit, op, {"seconds": 2}, timeout_ms=budget_ms)
+    assert out["status"] == "timeout" and out["error"]["code"] == "timeout"
+    assert f"{budget_ms} ms" in out["error"]["message"]
+    assert budget_ms <= out["elapsed_ms"] < budget_ms + GRACE_MS
+    assert wall_ms < budget_ms + GRACE_MS
+    # the stuck worker was killed and replaced, off the caller's path
+    assert wait_until(lambda: set(pool.impl.pids) != pids)
+    again, _ = timed(pool.submit, "_sleep", {"seconds": 0}, timeout_ms=1000)
+    assert again["status"] == "ok" and again["elapsed_ms"] < 100
+    assert_healthy(pool)
+
+
+def test_waiting_for_a_worker_counts_against_the_budget(pool: Pool) -> None:
+    # both workers busy for 0.3 s; a third caller's 50 ms budget runs out while queued
+    busy = [threading.Thread(target=pool.submit, args=("_sleep", {"seconds": 0.3}),
+                             kwargs={"timeout_ms": 2000}) for _ in range(2)]  # fmt: skip
+    for t in busy:
+        t.start()
+    assert wait_until(lambda: pool.impl._gauges.counts["idle"] == 0)
+    out, wall_ms = timed(pool.submit, "_sleep", {"seconds": 0})
+    for t in busy:
+        t.join()
+    assert out["status"] == "timeout" and "no worker became free" in out["error"]["message"]
+    assert wall_ms < 50 + GRACE_MS
+
+
+def test_crash_gives_worker_lost_and_a_healthy_pool(pool: Pool) -> None:
+    pids = set(pool.impl.pids)
+    out = pool.submit("_crash", {}, timeout_ms=1000)
+    assert out["status"] == "worker_lost" and out["error"]["code"] == "worker_lost"
+    assert "signal 9" in out["error"]["message"]
+    assert wait_until(lambda: len(set(pool.impl.pids) - pids) == 1)
+    assert_healthy(pool)
+
+
+def test_crash_loses_no_other_job(pool: Pool) -> None:
+    results: list[dict] = []
+    lock = threading.Lock()
+
+    def run(op: str, payload: dict) -> None:
+        out = pool.submit(op, payload, timeout_ms=2000)
+        with lock:
+            results.append(out)
+
+    threads = [threading.Thread(target=run, args=("_sleep", {"seconds": 0.01})) for _ in range(10)]
+    threads.insert(3, threading.Thread(target=run, args=("_crash", {})))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    statuses = sorted(o["status"] for o in results)
+    assert statuses == ["ok"] * 10 + ["worker_lost"]
+
+
+def test_worker_killed_while_idle_does_not_cost_a_job(pool: Pool) -> None:
+    victim = pool.impl.pids[0]
+    os.kill(victim, 9)
+    time.sleep(0.05)
+    outs = [pool.submit("_sleep", {"seconds": 0}, timeout_ms=1000) for _ in range(4)]
+    assert [o["status"] for o in outs] == ["ok"] * 4  # the dead one is found and replaced
+    assert victim not in pool.impl.pids
+
+
+def test_rejects_at_once_when_the_queue_is_full(faults: None, registry: CollectorRegistry) -> None:
+    with Pool(workers=1, timeout_ms=2000, queue_size=1, registry=registry) as p:
+        first = threading.Thread(target=p.submit, args=("_sleep", {"seconds": 0.3}))
+        first.start()
+        assert wait_until(lambda: p.impl._gauges.counts["busy"] == 1)
+        outs: list[dict] = []
+        second = threading.Thread(target=lambda: outs.append(p.submit("_sleep", {"seconds": 0})))
+        second.start()
+        assert wait_until(lambda: p.impl._gauges.counts["waiting"] == 1)
+        out, wall_ms = timed(p.submit, "_sleep", {"seconds": 0})
+        assert out["status"] == "rejected" and out["error"]["code"] == "rejected"
+        assert "queue full" in out["error"]["message"]
+        assert wall_ms < 20
+        first.join()
+        second.join()
+        assert outs[0]["status"] == "ok"  # the queued caller was served, not dropped
+
+
+def test_bad_payloads_are_bad_request(pool: Pool) -> None:
+    cases = [("frobnicate", {}), ("_sleep", {}), ("repair", {"text": 5}), ("repair", {"x": {1}})]
+    for op, payload in cases:
+        out = pool.submit(op, payload, timeout_ms=1000)
+        assert out["status"] == "error" and out["error"]["code"] == "bad_request", out
+        assert out["error"]["message"]
+
+
+def test_fault_ops_need_the_flag_in_the_worker_environment(
+    monkeypatch: pytest.MonkeyPatch, registry: CollectorRegistry
+) -> None:
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    with Pool(workers=1, timeout_ms=1000, registry=registry) as p:
+        out = p.submit("_crash", {})
+    assert out["status"] == "error" and FAULT_ENV in out["error"]["message"]
+
+
+def test_codec_exception_is_internal_error(faults: None, registry: CollectorRegistry) -> None:
+    with Pool(workers=1, timeout_ms=1000, registry=registry,
+              handler="tests.test_child:raising_handler") as p:  # fmt: skip
+        out = p.submit("decode", {"boom": True})
+        assert out["status"] == "error" and out["error"]["code"] == "internal_error"
+        assert out["error"]["job_id"] in out["error"]["message"]
+        assert p.submit("decode", {"x": 1})["result"] == {"echo": {"x": 1}}
+
+
+def test_real_codec_ops_run_in_workers(pool: Pool) -> None:
+    import codec
+
+    text = "{'city': 'Paris',}"
+    out = pool.submit("repair", {"text": text}, timeout_ms=2000)
+    assert out["status"] == "ok"
+    assert out["result"] == codec.repair_json(text).to_dict()
+
+
+def test_map_keeps_order_and_runs_concurrently(pool: Pool) -> None:
+    seconds = [0.05, 0.04, 0.03, 0.02, 0.01, 0.0]
+    outs, wall_ms = timed(pool.map, "_sleep", [{"seconds": s} for s in seconds], timeout_ms=1000)
+    assert [o["result"]["slept"] for o in outs] == seconds
+    assert wall_ms < sum(seconds) * 1000  # two workers at once beat one after another
+    assert pool.map("_sleep", []) == []
+
+
+def test_32_threads_at_once_without_spurious_timeouts(pool: Pool) -> None:
+    barrier = threading.Barrier(32)
+    outs: list[dict] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        barrier.wait()
+        mine = [pool.submit("_spin", {"seconds": 0.0005}, timeout_ms=2000) for _ in range(10)]
+        with lock:
+            outs.extend(mine)
+
+    threads = [threading.Thread(target=client) for _ in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(outs) == 320
+    assert {o["status"] for o in outs} == {"ok"}
+
+
+def test_asubmit_keeps_the_event_loop_responsive(pool: Pool) -> None:
+    async def main() -> tuple[list[dict], float, dict]:
+        gaps: list[float] = []
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            last = time.monotonic()
+            while not stop.is_set():
+                await asyncio.sleep(0.005)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        tick = asyncio.create_task(ticker())
+        jobs = [pool.asubmit("_sleep", {"seconds": 0.1}, timeout_ms=1000) for _ in range(4)]
+        outs = await asyncio.gather(*jobs)
+        late = await pool.asubmit("_sleep", {"seconds": 2}, timeout_ms=50)
+        stop.set()
+        await tick
+        return outs, max(gaps), late
+
+    outs, worst_gap, late = asyncio.run(main())
+    assert [o["status"] for o in outs] == ["ok"] * 4
+    assert worst_gap < 0.05  # 4 x 100 ms of work on 2 workers never froze the loop
+    assert late["status"] == "timeout" and late["elapsed_ms"] < 50 + GRACE_MS
+    assert_healthy(pool)
+
+
+def test_asubmit_cancelled_mid_job_frees_the_worker(pool: Pool) -> None:
+    async def main() -> dict:
+        task = asyncio.create_task(pool.asubmit("_sleep", {"seconds": 5}, timeout_ms=10_000))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await pool.asubmit("_sleep", {"seconds": 0}, timeout_ms=1000)
+
+    assert asyncio.run(main())["status"] == "ok"
+    assert_healthy(pool)
+
+
+def test_asubmit_cancelled_while_queued_leaves_the_line(
+    faults: None, registry: CollectorRegistry
+) -> None:
+    with Pool(workers=1, timeout_ms=5000, registry=registry) as p:
+
+        async def main() -> dict:
+            hold = asyncio.create_task(p.asubmit("_sleep", {"seconds": 0.15}))
+            await asyncio.sleep(0.02)
+            queued = asyncio.create_task(p.asubmit("_sleep", {"seconds": 0}))
+            await asyncio.sleep(0.02)
+            assert p.impl._gauges.counts["waiting"] == 1
+            queued.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await queued
+            assert p.impl._gauges.counts["waiting"] == 0
+            assert (await hold)["status"] == "ok"
+            return await p.asubmit("_sleep", {"seconds": 0}, timeout_ms=500)
+
+        assert asyncio.run(main())["status"] == "ok"
+        assert registry.get_sample_value("toolcodec_queue_depth", {"backend": "process"}) == 0
+
+
+def expected_outcome(out: dict) -> str:
+    if out["status"] == "ok":
+        return "failure" if out["result"].get("ok") is False else "success"
+    return {"error": "failure"}.get(out["status"], out["status"])
+
+
+def test_metric_counts_equal_the_outcomes(faults: None, registry: CollectorRegistry) -> None:
+    def sample(name: str, **labels: str) -> float:
+        return registry.get_sample_value(name, labels) or 0.0
+
+    with Pool(workers=2, timeout_ms=50, queue_size=0, registry=registry) as p:
+        outs = [p.submit("_sleep", {"seconds": 0}) for _ in range(5)]
+        outs += [p.submit("_sleep", {"seconds": 1}) for _ in range(2)]
+        # queue_size=0 rejects while no worker is idle, so let the replacements start
+        assert wait_until(lambda: p.impl._gauges.counts["idle"] == 2)
+        outs += [p.submit("_crash", {}, timeout_ms=1000)]
+        assert wait_until(lambda: p.impl._gauges.counts["idle"] == 2)
+        outs += [p.submit("nope", {})]
+        outs += [p.submit("repair", {"text": "[1, 2,"}, timeout_ms=1000)]
+        outs += [p.submit("validate", {"name": "f", "arguments": {}, "tools": []}, timeout_ms=1000)]
+        # queue_size=0: with both workers busy the next caller is rejected
+        busy = [threading.Thread(target=lambda: outs.append(p.submit(
+            "_sleep", {"seconds": 0.2}, timeout_ms=1000))) for _ in range(2)]  # fmt: skip
+        for t in busy:
+            t.start()
+        assert wait_until(lambda: p.impl._gauges.counts["idle"] == 0)
+        outs.append(p.submit("_sleep", {"seconds": 0}))
+        for t in busy:
+            t.join()
+        assert wait_until(lambda: p.impl._gauges.counts["idle"] == 2)
+
+        want: dict[tuple[str, str], int] = {}
+        for o in outs:
+            key = (o["op"], expected_outcome(o))
+            want[key] = want.get(key, 0) + 1
+        assert {outcome for _, outcome in want} == {
+
+            "success", "failure", "timeout", "worker_lost", "rejected"
+        }  # fmt: skip
+        for op in {o["op"] for o in outs}:
+            for outcome in OUTCOME.values():
+                got = sample("toolcodec_jobs_total", op=op, backend="process", outcome=outcome)
+                assert got == want.get((op, outcome), 0), (op, outcome)
+            count = sample("toolcodec_job_duration_seconds_count", op=op, backend="process")
+            assert count == sum(1 for o in outs if o["op"] == op)
+        restarts = "toolcodec_worker_restarts_total"
+        assert sample(restarts, backend="process", reason="timeout") == 2
+        assert sample(restarts, backend="process", reason="crash") == 1
+        assert sample("toolcodec_workers", backend="process", state="idle") == 2
+        assert sample("toolcodec_workers", backend="process", state="busy") == 0
+        assert sample("toolcodec_workers", backend="process", state="starting") == 0
+        assert sample("toolcodec_queue_depth", backend="process") == 0
+    assert sample("toolcodec_workers", backend="process", state="idle") == 0  # closed
+
+
+def test_close_drains_in_flight_work_then_rejects(
+    faults: None, registry: CollectorRegistry
+) -> None:
+    p = Pool(workers=2, timeout_ms=2000, registry=registry)
+    outs: list[dict] = []
+    t = threading.Thread(target=lambda: outs.append(p.submit("_sleep", {"seconds": 0.2})))
+    t.start()
+    assert wait_until(lambda: p.impl._gauges.counts["busy"] == 1)
+    pids = p.impl.pids
+    _, wall_ms = timed(p.close, timeout=2)
+    t.join()
+    assert outs[0]["status"] == "ok"  # drained, not cut off
+    assert 100 < wall_ms < 1500
+    assert p.submit("_sleep", {"seconds": 0})["status"] == "rejected"
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_close_is_bounded_by_its_timeout(faults: None, registry: CollectorRegistry) -> None:
+    p = Pool(workers=1, timeout_ms=10_000, registry=registry)
+    outs: list[dict] = []
+    t = threading.Thread(target=lambda: outs.append(p.submit("_sleep", {"seconds": 5})))
+    t.start()
+    assert wait_until(lambda: p.impl._gauges.counts["busy"] == 1)
+    _, wall_ms = timed(p.close, timeout=0.2)
+    t.join(2)
+    assert wall_ms < 1000
+    assert outs[0]["status"] == "worker_lost"  # stopped, and told so
+
+
+def test_constructor_checks_its_arguments(registry: CollectorRegistry) -> None:
+    with pytest.raises(ValueError, match="backend"):
+        Pool(backend="threads", registry=registry)
+    with pytest.raises(ValueError, match="workers"):
+        Pool(workers=0, registry=registry)
+
+
+def test_workers_default_to_the_cpu_count(registry: CollectorRegistry) -> None:
+    with Pool(registry=registry) as p:
+        assert p.impl.workers == (os.cpu_count() or 1)

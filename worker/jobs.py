@@ -1,0 +1,241 @@
+"""Turn one job dict into a result envelope; shared by the process and the Redis backends.
+
+A job is ``{"id": str, "op": str, "payload": dict, "deadline": float}`` where ``deadline`` is
+an absolute ``time.time()``. :func:`run_job` always returns an envelope and never raises on a
+bad job: a malformed job is ``bad_request``, an exception inside the codec is
+``internal_error`` naming the job id, a job picked up after its deadline is ``timeout``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+import codec
+from codec.errors import BAD_REQUEST, INTERNAL_ERROR, TIMEOUT, CodecError
+from worker import faults
+
+FAULT_ENV = "TOOLCODEC_FAULT_INJECTION"
+CODEC_CACHE_SIZE = 64
+
+
+class BadRequest(Exception):
+    """The job or its payload is malformed; the message says which field and why."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def envelope(
+    op: str, status: str, result: dict | None = None, error: dict | None = None
+) -> dict[str, Any]:
+    """Build the worker-side envelope (the caller adds ``backend`` and ``elapsed_ms``)."""
+    return {"status": status, "op": op, "result": result, "error": error}
+
+
+def error_envelope(op: str, status: str, code: str, message: str, **details: Any) -> dict:
+    """An envelope whose ``error`` is a :class:`CodecError` dict."""
+    return envelope(op, status, error=CodecError(code, message, details).to_dict())
+
+
+def internal_error(job: Any, exc: BaseException) -> dict[str, Any]:
+    """The envelope for an unexpected exception while running ``job``."""
+    job_id = job.get("id") if isinstance(job, dict) else None
+    op = job.get("op") if isinstance(job, dict) and isinstance(job.get("op"), str) else ""
+    kind = type(exc).__name__
+    return error_envelope(
+        op,
+        "error",
+        INTERNAL_ERROR,
+        f"job {job_id!r} ({op or 'no op'}) failed inside the worker: {kind}: {exc}",
+        job_id=job_id,
+        exception=kind,
+    )
+
+
+def run_job(job: dict) -> dict:
+    """Run one job and return its envelope; see the module docstring for the contract."""
+    op = job.get("op") if isinstance(job, dict) else None
+    op_name = op if isinstance(op, str) else ""
+    try:
+        payload, deadline = _check_job(job)
+        if deadline is not None and time.time() >= deadline:
+            late_ms = (time.time() - deadline) * 1000.0
+            return error_envelope(
+                op_name,
+                "timeout",
+                TIMEOUT,
+                f"job {job['id']!r} was picked up {late_ms:.1f} ms after its deadline; not run",
+                job_id=job["id"],
+            )
+        handler = _handler_for(op_name)
+        return envelope(op_name, "ok", result=handler(payload))
+    except BadRequest as exc:
+        details = {"field": exc.field} if exc.field else {}
+        return error_envelope(op_name, "error", BAD_REQUEST, str(exc), **details)
+    except Exception as exc:  # the worker must answer, whatever the codec did
+        return internal_error(job, exc)
+
+
+# -- job shape ---------------------------------------------------------------------------
+
+
+def _check_job(job: Any) -> tuple[dict, float | None]:
+    if not isinstance(job, dict):
+        raise BadRequest(f"a job must be a JSON object, got {_kind(job)}")
+    if not isinstance(job.get("id"), str):
+        raise BadRequest(f"job field 'id' must be a string, got {_kind(job.get('id'))}", "id")
+    if not isinstance(job.get("op"), str):
+        raise BadRequest(f"job field 'op' must be a string, got {_kind(job.get('op'))}", "op")
+    payload = job.get("payload")
+    if not isinstance(payload, dict):
+        raise BadRequest(f"job field 'payload' must be an object, got {_kind(payload)}", "payload")
+    deadline = job.get("deadline")
+    if deadline is not None and (isinstance(deadline, bool) or not _is_number(deadline)):
+        raise BadRequest(
+            "job field 'deadline' must be a number (absolute epoch seconds), "
+            f"got {_kind(deadline)}",
+            "deadline",
+        )
+    return payload, deadline
+
+
+def _kind(value: Any) -> str:
+    return "missing" if value is None else type(value).__name__
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _field(payload: dict, name: str, kind: type | tuple, required: bool = True) -> Any:
+    value = payload.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise BadRequest(
+            f"payload field '{name}' must be {want}, got {_kind(value)}", f"payload.{name}"
+        )
+    return value
+
+
+# -- ops ---------------------------------------------------------------------------------
+
+
+def _op_decode(payload: dict) -> dict:
+    text, message = payload.get("text"), payload.get("message")
+    if (text is None) == (message is None):
+        raise BadRequest("decode needs exactly one of 'text' (string) or 'message' (object)")
+    source = _field(payload, "text", str) if text is not None else _field(payload, "message", dict)
+    tools = _tools(payload, required=False)
+    options = _field(payload, "options", dict, required=False) or {}
+    return codec_for(tools or [], options).decode(source).to_dict()
+
+
+def _op_repair(payload: dict) -> dict:
+    return codec.repair_json(_field(payload, "text", str)).to_dict()
+
+
+def _op_validate(payload: dict) -> dict:
+    name = _field(payload, "name", str)
+    if "arguments" not in payload:
+        raise BadRequest("validate needs 'arguments'", "payload.arguments")
+    tools = _tools(payload, required=True)
+    return codec_for(tools, {}).validate(name, payload["arguments"]).to_dict()
+
+
+def _op_kindaxml(payload: dict) -> dict:
+    text = _field(payload, "text", str)
+    config = _field(payload, "config", dict, required=False) or {}
+    from codec import kindaxml  # imported on first use: optional part of the codec
+
+    try:
+        parsed_config = kindaxml.KindaXMLConfig(**config)
+    except (TypeError, ValueError) as exc:
+        raise BadRequest(f"kindaxml config rejected: {exc}", "payload.config") from exc
+    return kindaxml.parse(text, config=parsed_config).to_dict()
+
+
+def _tools(payload: dict, *, required: bool) -> list | None:
+    tools = _field(payload, "tools", list, required=required)
+    for i, tool in enumerate(tools or []):
+        spec = tool.get("function", tool) if isinstance(tool, dict) else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise BadRequest(
+                f"payload.tools[{i}] must be an object with a string 'name' "
+                "(bare or under 'function')",
+                f"payload.tools[{i}]",
+            )
+    return tools
+
+
+OPS: dict[str, Callable[[dict], dict]] = {
+    "decode": _op_decode,
+    "repair": _op_repair,
+    "validate": _op_validate,
+    "kindaxml": _op_kindaxml,
+}
+
+
+def _handler_for(op: str) -> Callable[[dict], dict]:
+    if op in OPS:
+        return OPS[op]
+    if op in faults.FAULT_OPS:
+        if os.environ.get(FAULT_ENV) == "1":
+            return faults.FAULT_OPS[op]
+        raise BadRequest(f"op {op!r} needs {FAULT_ENV}=1 in the worker's environment", "op")
+    raise BadRequest(f"unknown op {op!r}; expected one of {sorted(OPS)}", "op")
+
+
+# -- codec cache -------------------------------------------------------------------------
+
+_codecs: OrderedDict[bytes, Any] = OrderedDict()
+
+
+def codec_for(tools: list, options: dict) -> Any:
+    """A ``ToolCallCodec`` for this tool set and options, built once and kept in an LRU.
+
+    Keyed by a hash of the canonical (sorted-key) JSON, so equal tool lists sent by
+    different callers share one codec and its compiled validators.
+    """
+    try:
+        canonical = orjson.dumps([tools, options], option=orjson.OPT_SORT_KEYS)
+    except TypeError as exc:
+        raise BadRequest(f"tools/options are not JSON data: {exc}", "payload.tools") from exc
+    key = hashlib.blake2b(canonical, digest_size=16).digest()
+    found = _codecs.get(key)
+    if found is not None:
+        _codecs.move_to_end(key)
+        return found
+    try:
+        made = codec.ToolCallCodec(tools=tools, **options)
+    except (TypeError, ValueError) as exc:  # InvalidToolsError is a ValueError
+        raise BadRequest(f"tools/options rejected by the codec: {exc}", "payload.tools") from exc
+    _codecs[key] = made
+    if len(_codecs) > CODEC_CACHE_SIZE:
+        _codecs.popitem(last=False)
+    return made
+
+
+def warm() -> None:
+    """Load the codec's lazily imported parts now, so forked workers inherit them.
+
+    A worker forked before this pays the imports on its first job, after every respawn.
+    Best effort: a codec that fails here reports the failure in job results instead.
+    """
+    tools = [{"name": "warm_up", "parameters": {"type": "object"}}]
+    text = '<tool_call>{"name": "warm_up", "arguments": {}}</tool_call> {\'a\': 1,}'
+    try:
+        codec_for(tools, {}).decode(text)
+        codec.repair_json(text)
+        from codec import kindaxml  # noqa: F401 - loaded for the kindaxml op
+    except Exception:  # noqa: BLE001 - warm-up must never stop a pool from starting
+        pass

@@ -1,0 +1,147 @@
+"""Prometheus metrics with the names of DESIGN.md, counted in the dispatching process.
+
+Outcomes are counted where they are known (the caller's side of the pool), which keeps the
+numbers right however many workers die and respawn, and avoids prometheus_client's
+multiprocess mode, which leaves a file behind for every dead process.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+)  # fmt: skip
+OUTCOMES = ("success", "failure", "timeout", "rejected", "worker_lost")
+
+# One set of collectors per registry: a second Metrics on the same registry reuses them
+# instead of failing with "Duplicated timeseries".
+_SHARED: weakref.WeakKeyDictionary[CollectorRegistry, dict[str, Any]] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def outcome_of(envelope: dict) -> str:
+    """Map an envelope to the ``outcome`` label (DESIGN.md "Metrics")."""
+    status = envelope.get("status")
+    if status == "ok":
+        result = envelope.get("result")
+        ok = result.get("ok", True) if isinstance(result, dict) else True
+        return "success" if ok else "failure"
+    if status in ("timeout", "rejected", "worker_lost"):
+        return status
+    return "failure"
+
+
+def _create(registry: CollectorRegistry) -> dict[str, Any]:
+    return {
+        "jobs_total": Counter(
+            "toolcodec_jobs_total",
+            "Jobs by op, backend and outcome (success, failure, timeout, rejected, worker_lost).",
+            ["op", "backend", "outcome"],
+            registry=registry,
+        ),
+        "job_duration_seconds": Histogram(
+            "toolcodec_job_duration_seconds",
+            "Job latency as the caller saw it, queueing included.",
+            ["op", "backend"],
+            buckets=BUCKETS,
+            registry=registry,
+        ),
+        "queue_depth": Gauge(
+            "toolcodec_queue_depth",
+            "Callers waiting for a free worker.",
+            ["backend"],
+            registry=registry,
+        ),
+        "workers": Gauge(
+            "toolcodec_workers",
+            "Worker processes by state (idle, busy, starting).",
+            ["backend", "state"],
+            registry=registry,
+        ),
+        "worker_restarts_total": Counter(
+            "toolcodec_worker_restarts_total",
+            "Worker processes replaced, by reason (timeout, crash).",
+            ["backend", "reason"],
+            registry=registry,
+        ),
+        "repairs_total": Counter(
+            "toolcodec_repairs_total",
+            "Repairs applied in returned results, by repair id.",
+            ["repair"],
+            registry=registry,
+        ),
+        "decode_path_total": Counter(
+            "toolcodec_decode_path_total",
+            "Decoded outputs by the path that produced the calls.",
+            ["path"],
+            registry=registry,
+        ),
+    }
+
+
+class Metrics:
+    """The toolcodec metric objects, registered on ``registry`` (the default one if None).
+
+    Attributes are the prometheus_client collectors: ``jobs_total``,
+    ``job_duration_seconds``, ``queue_depth``, ``workers``, ``worker_restarts_total``,
+    ``repairs_total``, ``decode_path_total``.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = REGISTRY if registry is None else registry
+        with _SHARED_LOCK:
+            found = _SHARED.get(self.registry)
+            if found is None:
+                found = _SHARED[self.registry] = _create(self.registry)
+        self.jobs_total: Counter = found["jobs_total"]
+        self.job_duration_seconds: Histogram = found["job_duration_seconds"]
+        self.queue_depth: Gauge = found["queue_depth"]
+        self.workers: Gauge = found["workers"]
+        self.worker_restarts_total: Counter = found["worker_restarts_total"]
+        self.repairs_total: Counter = found["repairs_total"]
+        self.decode_path_total: Counter = found["decode_path_total"]
+        # labels() takes a lock and builds a key on every call; the hot path reuses children.
+        self._children: dict[tuple, Any] = {}
+
+    def observe(self, op: str, backend: str, envelope: dict) -> None:
+        """Count one finished call: outcome, latency, and the repairs/path of its result."""
+        outcome = outcome_of(envelope)
+        jobs = self._children.get((op, backend, outcome))
+        if jobs is None:
+            jobs = self._children[op, backend, outcome] = self.jobs_total.labels(
+                op, backend, outcome
+            )
+        jobs.inc()
+        elapsed_ms = envelope.get("elapsed_ms")
+        if isinstance(elapsed_ms, int | float):
+            latency = self._children.get((op, backend))
+            if latency is None:
+                latency = self._children[op, backend] = self.job_duration_seconds.labels(
+                    op, backend
+                )
+            latency.observe(elapsed_ms / 1000.0)
+        result = envelope.get("result")
+        if envelope.get("status") != "ok" or not isinstance(result, dict):
+            return
+        for repair in _strings(result.get("repairs")):
+            self.repairs_total.labels(repair).inc()
+        if op == "decode" and isinstance(result.get("path"), str):
+            self.decode_path_total.labels(result["path"]).inc()
+
+    def restarted(self, backend: str, reason: str) -> None:
+        """Count one worker replacement (``reason``: ``timeout`` or ``crash``)."""
+        self.worker_restarts_total.labels(backend, reason).inc()
+
+    def set_workers(self, backend: str, counts: dict[str, int]) -> None:
+        """Set the ``workers`` gauge for every state in ``counts``."""
+        for state, n in counts.items():
+            self.workers.labels(backend, state).set(n)
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []

@@ -1,0 +1,70 @@
+"""What the Redis caller (:mod:`pool.rq_backend`) and the RQ worker agree on.
+
+Jobs are ordinary RQ jobs: a ``rq:job:<id>`` hash written from :meth:`rq.job.Job.to_dict`
+with the JSON serializer, its id pushed on ``rq:queue:<name>``. The function is
+:func:`worker.jobs.run_job` and its one argument is the job dict
+``{"id", "op", "payload", "deadline"}`` (``deadline`` in absolute ``time.time()`` seconds).
+``job.meta["reply_to"]`` names the caller's reply list: the worker pushes
+``{"id": <job id>, "envelope": {...}}`` there (JSON) instead of storing an RQ result, and the
+caller's listener wakes the waiting thread. Every key written carries a TTL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from rq.serializers import JSONSerializer
+
+RUN_JOB = "worker.jobs.run_job"
+SERIALIZER = JSONSerializer
+REPLY_PREFIX = "toolcodec:reply:"
+META_REPLY_TO = "reply_to"
+
+# A reply waits at most this long for a caller that went away.
+REPLY_TTL_MS = 30_000
+# A job hash outlives its deadline by this much, so a worker that picks it up late can still
+# read it and report the timeout instead of finding nothing.
+JOB_GRACE_MS = 30_000
+
+
+def queue_key(queue: str) -> str:
+    """RQ's list key for ``queue``."""
+    return f"rq:queue:{queue}"
+
+
+def intermediate_key(queue: str) -> str:
+    """Where RQ's BLMOVE parks a job id between dequeue and start."""
+    return f"rq:queue:{queue}:intermediate"
+
+
+def job_key(job_id: str) -> str:
+    """RQ's hash key for a job."""
+    return f"rq:job:{job_id}"
+
+
+def reply_key(client_id: str) -> str:
+    """The list one caller process BLPOPs for its replies."""
+    return REPLY_PREFIX + client_id
+
+
+def workers_key(queue: str) -> str:
+    """RQ's set of the workers registered on ``queue``."""
+    return f"rq:workers:{queue}"
+
+
+def encode_reply(job_id: str, envelope: dict[str, Any]) -> bytes:
+    """Serialise a worker's answer for the caller's reply list."""
+    return orjson.dumps({"id": job_id, "envelope": envelope})
+
+
+def decode_reply(raw: bytes) -> tuple[str, dict[str, Any]] | None:
+    """Parse a reply; ``None`` when it is not one of ours (never raises)."""
+    try:
+        data = orjson.loads(raw)
+        job_id, env = data["id"], data["envelope"]
+    except (orjson.JSONDecodeError, TypeError, KeyError):
+        return None
+    if not isinstance(job_id, str) or not isinstance(env, dict):
+        return None
+    return job_id, env

@@ -1,0 +1,379 @@
+"""``toolcodec worker``: RQ workers whose jobs run in supervised, SIGKILLable children.
+
+Each *lane* is a thread running an RQ :class:`~rq.SimpleWorker` subclass
+(:class:`ToolcodecWorker`) next to one long-lived :class:`worker.child.WorkerProcess`. RQ's
+loop dequeues the job (BLMOVE + HGETALL of ``rq:job:<id>``); instead of running it in
+process, :meth:`ToolcodecWorker.execute_job` sends it to the child and waits on the pipe
+until the job's absolute deadline. At the deadline the child is SIGKILLed (C code
+included) and forked again (~10 ms), so the lane is back within milliseconds and no fork is
+paid per job. The answer goes to the caller's reply list in one pipelined round trip.
+
+Jobs from other producers (no ``reply_to``, or another function) take RQ's stock path.
+Lanes share one process, so one prometheus registry counts every outcome the workers see
+(``--metrics-port``); see ``docs/rq.md`` for which side counts what.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+import redis
+from rq import SimpleWorker
+from rq.exceptions import DequeueTimeout, NoSuchJobError
+from rq.job import Job
+from rq.queue import Queue
+from rq.timeouts import TimerDeathPenalty
+from rq.worker import WorkerStatus
+
+from codec.errors import TIMEOUT, WORKER_LOST
+from worker import rq_protocol as proto
+from worker.child import WorkerDied, WorkerProcess
+from worker.jobs import error_envelope, warm
+from worker.metrics import Metrics
+
+log = logging.getLogger("toolcodec.worker")
+
+BACKEND = "rq"
+# The child is killed this long after the job's deadline: the caller has already answered
+# "timeout" on its own clock, so there is no point in letting it run longer.
+KILL_GRACE_S = 0.001
+# RQ writes heartbeats, state and suspension checks on every job; a few per second are
+# enough for `rq info` and keep those round trips off the per-job path.
+HOUSEKEEPING_EVERY_S = 1.0
+_REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+class _MissingJobCounter:
+    """Counts queued job ids whose hash expired before a worker reached them."""
+
+    metrics: Metrics | None = None
+
+    @classmethod
+    def record(cls, job_id: str) -> None:
+        log.warning("job %s expired in the queue before a worker reached it; not run", job_id)
+        if cls.metrics is not None:
+            cls.metrics.jobs_total.labels("unknown", BACKEND, "timeout").inc()
+
+
+class ToolcodecJob(Job):
+    """RQ's Job, except that a job that vanished from the queue is counted, not ignored."""
+
+    @classmethod
+    def fetch(cls, id: str, connection: Any = None, serializer: Any = None) -> Job:
+        try:
+            return super().fetch(id, connection=connection, serializer=serializer)
+        except NoSuchJobError:
+            _MissingJobCounter.record(id)
+            raise
+
+
+class _LaneStates:
+    """Tracks idle/busy lanes for the ``toolcodec_workers`` gauge."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self._states: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def set(self, lane: str, state: str | None) -> None:
+        with self._lock:
+            if state is None:
+                self._states.pop(lane, None)
+            else:
+                self._states[lane] = state
+            counts = {s: 0 for s in ("idle", "busy", "starting")}
+            for s in self._states.values():
+                counts[s] = counts.get(s, 0) + 1
+            self.metrics.set_workers(BACKEND, counts)
+
+
+class ToolcodecWorker(SimpleWorker):
+    """An RQ SimpleWorker that hands toolcodec jobs to a supervised child process.
+
+    :param child: the long-lived process jobs run in; started by the caller.
+    :param metrics: where outcomes, restarts and the queue depth are counted.
+    :param lanes: shared idle/busy bookkeeping (optional).
+    """
+
+    job_class = ToolcodecJob
+    # Stock jobs run in a lane thread, where SIGALRM cannot be used.
+    death_penalty_class = TimerDeathPenalty
+
+    def __init__(self, queues: Any, *, child: WorkerProcess, metrics: Metrics,
+                 lanes: _LaneStates | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("serializer", proto.SERIALIZER)
+        super().__init__(queues, **kwargs)
+        self.child = child
+        self.metrics = metrics
+        self.lanes = lanes
+        self._last_housekeeping = 0.0
+        self._last_suspension_check = 0.0
+        self._state_written: str | None = None
+
+    # -- lighter RQ housekeeping -------------------------------------------------------------
+
+    @property
+    def dequeue_timeout(self) -> int:
+        # Short blocking pops let a stop request end the loop within a second.
+        return 1
+
+    def _install_signal_handlers(self) -> None:
+        """Signals belong to the supervising main thread (see :func:`run`)."""
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        if pipeline is not None or timeout is not None:
+            super().heartbeat(timeout, pipeline)
+            return
+        if time.monotonic() - self._last_housekeeping < HOUSEKEEPING_EVERY_S:
+            return
+        with self.connection.pipeline(transaction=False) as pipe:
+            super().heartbeat(None, pipe)
+            pipe.llen(self.queues[0].key)
+            depth = pipe.execute()[-1]
+        self.metrics.queue_depth.labels(backend=BACKEND).set(depth)
+        self._last_housekeeping = time.monotonic()
+
+    def set_state(self, state: str, pipeline: Any = None) -> None:
+        if pipeline is None and state == self._state_written:
+            self._state = state
+            return
+        super().set_state(state, pipeline)
+        if pipeline is None:
+            self._state_written = state
+
+    def check_for_suspension(self, burst: bool) -> None:
+        if time.monotonic() - self._last_suspension_check < HOUSEKEEPING_EVERY_S:
+            return
+        try:
+            super().check_for_suspension(burst)
+        except _REDIS_ERRORS:
+            return  # the dequeue step reports and retries
+        self._last_suspension_check = time.monotonic()
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> tuple[Job, Queue] | None:
+        """RQ's dequeue, minus per-job heartbeats, with a short reconnect backoff."""
+        backoff = 0.02
+        while not self._stop_requested:
+            try:
+                self.set_state(WorkerStatus.IDLE)
+                self.heartbeat()
+                if self.should_run_maintenance_tasks:
+                    self.run_maintenance_tasks()
+                return self.queue_class.dequeue_any(
+                    self._ordered_queues, timeout, connection=self.connection,
+                    job_class=self.job_class, serializer=self.serializer,
+                    death_penalty_class=self.death_penalty_class,
+                )
+            except DequeueTimeout:
+                continue
+            except _REDIS_ERRORS as exc:
+                log.error("worker %s: Redis unreachable (%s); retrying in %.2f s",
+                          self.name, exc, backoff)
+                self._state_written = None  # a restarted Redis has forgotten us
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+            except Exception as exc:  # an unreadable job hash must not stop the lane
+                log.error("worker %s: could not load job %s: %s",
+                          self.name, getattr(exc, "job_id", "?"), exc)
+        return None
+
+    # -- running a job -----------------------------------------------------------------------
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        """Run a toolcodec job in the child under its deadline; others the stock way."""
+        try:
+            reply_to = job.meta.get(proto.META_REPLY_TO)
+            is_ours = job.func_name == proto.RUN_JOB and bool(reply_to) and len(job.args) == 1
+        except Exception:  # undecodable data: let RQ's own path fail it and record why
+            is_ours = False
+        if not is_ours:
+            super().execute_job(job, queue)
+            return
+        started = time.monotonic()
+        task = job.args[0]
+        op = task.get("op") if isinstance(task, dict) and isinstance(task.get("op"), str) else ""
+        self._set_lane("busy")
+        try:
+            env, restart_reason = self._supervise(task, op, job)
+        finally:
+            self._set_lane("idle")
+        self._reply(job, queue, reply_to, env)
+        if restart_reason is not None:
+            self._restart_child(restart_reason)
+        self.metrics.observe(op or "unknown", BACKEND,
+                             {**env, "elapsed_ms": (time.monotonic() - started) * 1000.0})
+
+    def _supervise(self, task: Any, op: str, job: Job) -> tuple[dict, str | None]:
+        """Send the task to the child and wait for it until its deadline.
+
+        Returns the envelope and, when the child had to be killed or died, the restart reason.
+        """
+        job_id = job.id
+        deadline = task.get("deadline") if isinstance(task, dict) else None
+        if not isinstance(deadline, int | float) or isinstance(deadline, bool):
+            # Another producer: fall back to RQ's whole-second job timeout.
+            deadline = time.time() + float(job.timeout or 180)
+        late = time.time() - deadline
+        if late >= 0:
+            msg = f"job {job_id} was queued {late * 1000:.1f} ms past its deadline; not run"
+            return error_envelope(op, "timeout", TIMEOUT, msg, job_id=job_id), None
+        try:
+            self.child.send(task)
+        except WorkerDied:
+            self._restart_child("crash")  # died between jobs; this job was not sent
+            self.child.send(task)
+        if not self.child.poll(deadline - time.time() + KILL_GRACE_S):
+            self.child.kill()
+            msg = f"job {job_id} ran past its deadline; its worker process was killed"
+            return error_envelope(op, "timeout", TIMEOUT, msg, job_id=job_id), "timeout"
+        try:
+            return self.child.recv(), None
+        except WorkerDied as exc:
+            msg = f"job {job_id}: the worker process died while running it ({exc})"
+            return error_envelope(op, "worker_lost", WORKER_LOST, msg, job_id=job_id), "crash"
+
+    def _reply(self, job: Job, queue: Queue, reply_to: str, env: dict) -> None:
+        try:
+            with self.connection.pipeline(transaction=False) as pipe:
+                pipe.rpush(reply_to, proto.encode_reply(job.id, env))
+                pipe.pexpire(reply_to, proto.REPLY_TTL_MS)
+                pipe.lrem(proto.intermediate_key(queue.name), 1, job.id)
+                pipe.delete(job.key)
+                pipe.execute()
+        except _REDIS_ERRORS as exc:
+            # The caller, if still waiting, was told backend_unavailable by its listener.
+            log.error("worker %s: reply of job %s not delivered: %s", self.name, job.id, exc)
+
+    def _restart_child(self, reason: str) -> None:
+        self._set_lane("starting")
+        self.child.restart()
+        self.metrics.restarted(BACKEND, reason)
+        self._set_lane("idle")
+
+    def _set_lane(self, state: str) -> None:
+        if self.lanes is not None:
+            self.lanes.set(self.name, state)
+
+
+class Supervisor:
+    """Runs ``concurrency`` lanes (RQ worker + child) and restarts a lane whose loop ends."""
+
+    def __init__(self, redis_url: str, queue: str, concurrency: int, metrics: Metrics) -> None:
+        self.redis_url = redis_url
+        self.queue = queue
+        self.concurrency = max(1, int(concurrency))
+        self.metrics = metrics
+        self.lanes = _LaneStates(metrics)
+        self._stop = threading.Event()
+        self._workers: list[ToolcodecWorker] = []
+        self._threads: list[threading.Thread] = []
+        _MissingJobCounter.metrics = metrics
+
+    def start(self) -> None:
+        warm()  # children forked (and re-forked after a kill) inherit the loaded codec
+        for i in range(self.concurrency):
+            thread = threading.Thread(target=self._lane, args=(i,), name=f"toolcodec-lane-{i}")
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Ask every lane to finish its current job and leave; returns at once."""
+        self._stop.set()
+        for w in list(self._workers):
+            w._stop_requested = True
+
+    def wait(self) -> None:
+        for thread in self._threads:
+            while thread.is_alive():
+                thread.join(0.2)  # short joins keep the main thread responsive to signals
+
+    def _lane(self, index: int) -> None:
+        child = WorkerProcess()
+        child.start()
+        try:
+            while not self._stop.is_set():
+                self._run_worker(index, child)
+                if not self._stop.is_set():
+                    time.sleep(0.1)  # e.g. Redis was down at registration; try again
+        finally:
+            child.kill()
+
+    def _run_worker(self, index: int, child: WorkerProcess) -> None:
+        name = f"toolcodec-{socket.gethostname()}-{os.getpid()}-{index}-{uuid.uuid4().hex[:6]}"
+        try:
+            conn = redis.Redis.from_url(self.redis_url, socket_connect_timeout=1.0,
+                                        socket_timeout=5.0)
+            worker = ToolcodecWorker([self.queue], connection=conn, child=child,
+                                     metrics=self.metrics, lanes=self.lanes, name=name)
+        except Exception as exc:
+            log.error("lane %d: could not create the RQ worker: %s", index, exc)
+            return
+        self._workers.append(worker)
+        self.lanes.set(name, "idle")
+        try:
+            if not self._stop.is_set():
+                worker.work(logging_level=logging.getLevelName(log.getEffectiveLevel()))
+        except Exception as exc:
+            log.error("lane %d: RQ worker loop ended: %s", index, exc)
+        finally:
+            self.lanes.set(name, None)
+            self._workers.remove(worker)
+            conn.close()
+
+
+def run(redis_url: str, queue: str = "toolcodec", concurrency: int = 1,
+        metrics_port: int | None = None) -> int:
+    """Run RQ workers until SIGTERM/SIGINT; the body of ``toolcodec worker``.
+
+    :param redis_url: any URL :meth:`redis.Redis.from_url` accepts (password, TLS).
+    :param queue: the RQ queue to serve.
+    :param concurrency: lanes, i.e. jobs run at once (one child process each).
+    :param metrics_port: serve prometheus metrics on this port when given.
+    :returns: the process exit code.
+    """
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    metrics = Metrics()
+    if metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(metrics_port, registry=metrics.registry)
+    supervisor = Supervisor(redis_url, queue, concurrency, metrics)
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if supervisor._stop.is_set():
+            os._exit(1)  # second signal: do not wait for jobs in flight
+        supervisor.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    supervisor.start()
+    supervisor.wait()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m worker.rq_worker --redis-url URL [--queue Q] [--concurrency N]``."""
+    parser = argparse.ArgumentParser(prog="toolcodec worker", description=__doc__.split("\n")[0])
+    parser.add_argument("--redis-url", required=True)
+    parser.add_argument("--queue", default="toolcodec")
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--metrics-port", type=int, default=None)
+    args = parser.parse_args(argv)
+    return run(args.redis_url, args.queue, args.concurrency, args.metrics_port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
