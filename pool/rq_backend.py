@@ -1,0 +1,264 @@
+"""The caller's side of the Redis/RQ backend: enqueue an RQ job, wait for its reply.
+
+One round trip enqueues: a Lua script checks the queue length (back-pressure), writes the
+job hash that :meth:`rq.job.Job.to_dict` produced, sets its TTL and pushes the id on RQ's
+queue list. Replies come back on a per-process list that one listener thread BLPOPs; it
+hands each reply to the waiting thread through a :class:`threading.Event`, so callers never
+poll and the deadline is kept on the caller's own clock (Redis timeouts overshoot).
+See ``docs/rq.md`` for the measurements behind these choices.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from rq.job import Job, JobStatus
+from rq.utils import now
+
+from codec.errors import BACKEND_UNAVAILABLE, BAD_REQUEST, REJECTED, TIMEOUT, CodecError
+from worker import rq_protocol as proto
+
+# KEYS: queue list, job hash, RQ's set of queues.
+# ARGV: max queue length, job TTL (ms), job id, queue key, then the hash's field/value pairs.
+_ENQUEUE_LUA = """
+local depth = redis.call('LLEN', KEYS[1])
+if depth >= tonumber(ARGV[1]) then return {0, depth} end
+redis.call('HSET', KEYS[2], unpack(ARGV, 5))
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[4])
+return {1, redis.call('RPUSH', KEYS[1], ARGV[3])}
+"""
+
+_REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+_STOP = b"\x00stop"
+
+
+@dataclass(slots=True)
+class _Waiter:
+    """One thread waiting for one job's reply."""
+
+    deadline: float  # time.monotonic()
+    op: str
+    event: threading.Event = field(default_factory=threading.Event)
+    envelope: dict[str, Any] | None = None
+
+
+class RQBackend:
+    """Submit codec jobs to RQ workers (``toolcodec worker``) through Redis.
+
+    :param redis_url: any URL :meth:`redis.Redis.from_url` takes, passwords and ``rediss://``
+        (TLS) included.
+    :param queue: RQ queue name the workers listen on.
+    :param timeout_ms: default budget per call; it covers enqueue, queueing and the reply.
+    :param metrics: a :class:`worker.metrics.Metrics`; outcomes are counted as the caller
+        saw them, with ``backend="rq"``.
+    :param max_queue: jobs waiting in Redis beyond which ``submit`` answers ``rejected``.
+    :param connect_timeout: seconds before an unreachable Redis is reported.
+    """
+
+    name = "rq"
+
+    def __init__(
+        self,
+        *,
+        redis_url: str,
+        queue: str = "toolcodec",
+        timeout_ms: float = 50,
+        metrics: Any = None,
+        max_queue: int = 1000,
+        connect_timeout: float = 0.5,
+        **_ignored: Any,
+    ) -> None:
+        self.queue = queue
+        self.timeout_ms = float(timeout_ms)
+        self.metrics = metrics
+        self.max_queue = int(max_queue)
+        self.client_id = uuid.uuid4().hex
+        self._reply_key = proto.reply_key(self.client_id)
+        self._keys = (proto.queue_key(queue), "rq:queues")
+        self._redis = redis.Redis.from_url(
+            redis_url, socket_connect_timeout=connect_timeout, socket_timeout=connect_timeout + 1
+        )
+        self._enqueue = self._redis.register_script(_ENQUEUE_LUA)
+        self._waiters: dict[str, _Waiter] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._ids = itertools.count()
+        self._listener = _ReplyListener(self, redis_url, connect_timeout)
+        self._listener.start()
+
+    # -- public API ------------------------------------------------------------------------
+
+    def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict[str, Any]:
+        """Run ``op`` on ``payload`` in a worker and return the DESIGN.md envelope.
+
+        Never raises on a bad payload or an unreachable Redis: the envelope says what
+        happened. The caller is blocked at most ``timeout_ms`` plus scheduling noise.
+        """
+        start = time.monotonic()
+        budget = (self.timeout_ms if timeout_ms is None else float(timeout_ms)) / 1000.0
+        env = self._submit(op, payload, start, budget)
+        env["backend"] = self.name
+        env["elapsed_ms"] = (time.monotonic() - start) * 1000.0
+        if self.metrics is not None:
+            self.metrics.observe(op, self.name, env)
+        return env
+
+    def queue_depth(self) -> int:
+        """Jobs waiting in Redis for a worker (raises ``redis`` errors if unreachable)."""
+        return int(self._redis.llen(self._keys[0]))
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Refuse new calls, let calls in flight finish (each ends by its deadline), stop."""
+        self._closed = True
+        end = time.monotonic() + timeout
+        while self._waiters and time.monotonic() < end:
+            time.sleep(0.005)
+        self._listener.stop()
+        self._redis.close()
+
+    def __enter__(self) -> RQBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- submit steps ----------------------------------------------------------------------
+
+    def _submit(self, op: str, payload: dict, start: float, budget: float) -> dict[str, Any]:
+        if self._closed:
+            return _error(op, "rejected", REJECTED, "the RQ backend is closed; create a new Pool")
+        job_id = f"tc-{self.client_id[:12]}-{next(self._ids)}"
+        try:
+            fields = self._job_fields(job_id, op, payload, budget)
+        except (TypeError, ValueError) as exc:
+            return _error(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
+        waiter = _Waiter(deadline=start + budget, op=op)
+        with self._lock:
+            self._waiters[job_id] = waiter
+        try:
+            accepted, depth = self._enqueue(
+                keys=[self._keys[0], proto.job_key(job_id), self._keys[1]],
+                args=[self.max_queue, _job_ttl_ms(budget), job_id, self._keys[0], *fields],
+            )
+        except _REDIS_ERRORS as exc:
+            self._forget(job_id)
+            return _unavailable(op, f"could not enqueue on Redis: {exc}")
+        if self.metrics is not None:
+            self.metrics.queue_depth.labels(backend=self.name).set(depth)
+        if not accepted:
+            self._forget(job_id)
+            return _error(
+                op, "rejected", REJECTED,
+                f"queue {self.queue!r} holds {depth} jobs (limit {self.max_queue}); try later",
+                queue_depth=int(depth),
+            )
+        return self._wait(job_id, op, waiter)
+
+    def _job_fields(self, job_id: str, op: str, payload: dict, budget: float) -> list[Any]:
+        job = {"id": job_id, "op": op, "payload": payload, "deadline": time.time() + budget}
+        rq_job = Job.create(
+            proto.RUN_JOB, args=(job,), id=job_id, connection=self._redis,
+            serializer=proto.SERIALIZER, origin=self.queue, description=f"toolcodec {op}",
+            # RQ's own limits are whole seconds; the worker enforces the real budget.
+            timeout=max(1, math.ceil(budget)), result_ttl=0, ttl=_job_ttl_ms(budget) // 1000,
+            meta={proto.META_REPLY_TO: self._reply_key},
+        )
+        rq_job._status = JobStatus.QUEUED
+        rq_job.enqueued_at = now()
+        return [x for kv in rq_job.to_dict().items() for x in kv]
+
+    def _wait(self, job_id: str, op: str, waiter: _Waiter) -> dict[str, Any]:
+        remaining = waiter.deadline - time.monotonic()
+        if remaining > 0 and waiter.event.wait(remaining) and waiter.envelope is not None:
+            return dict(waiter.envelope)
+        self._forget(job_id)
+        if waiter.envelope is not None:  # the reply raced the deadline and won
+            return dict(waiter.envelope)
+        return _error(op, "timeout", TIMEOUT, f"no reply within the budget (job {job_id})",
+                      job_id=job_id)
+
+    def _forget(self, job_id: str) -> None:
+        with self._lock:
+            self._waiters.pop(job_id, None)
+
+    # -- called by the listener ------------------------------------------------------------
+
+    def _deliver(self, job_id: str, envelope: dict[str, Any]) -> None:
+        with self._lock:
+            waiter = self._waiters.pop(job_id, None)
+        if waiter is not None:  # else the caller already gave up at its deadline
+            waiter.envelope = envelope
+            waiter.event.set()
+
+    def _fail_all(self, message: str) -> None:
+        with self._lock:
+            waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            waiter.envelope = _unavailable(waiter.op, message)
+            waiter.event.set()
+
+
+class _ReplyListener(threading.Thread):
+    """BLPOPs the caller's reply list and wakes the thread each reply belongs to.
+
+    On a lost connection it fails every waiter with ``backend_unavailable`` at once (their
+    jobs are not coming back from a restarted Redis) and reconnects with a short backoff.
+    """
+
+    BLOCK_SECONDS = 1
+
+    def __init__(self, backend: RQBackend, redis_url: str, connect_timeout: float) -> None:
+        super().__init__(name=f"toolcodec-rq-replies-{backend.client_id[:8]}", daemon=True)
+        self.backend = backend
+        self._stop_event = threading.Event()
+        self._redis = redis.Redis.from_url(
+            redis_url, socket_connect_timeout=connect_timeout,
+            socket_timeout=self.BLOCK_SECONDS + connect_timeout + 1,
+        )
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        try:
+            self.backend._redis.lpush(self.backend._reply_key, _STOP)
+        except _REDIS_ERRORS:
+            pass
+        self.join(timeout=self.BLOCK_SECONDS + 1)
+        self._redis.close()
+
+    def run(self) -> None:
+        key, backoff = self.backend._reply_key, 0.01
+        while not self._stop_event.is_set():
+            try:
+                popped = self._redis.blpop([key], timeout=self.BLOCK_SECONDS)
+            except _REDIS_ERRORS as exc:
+                self.backend._fail_all(f"lost the connection to Redis while waiting: {exc}")
+                self._stop_event.wait(backoff)
+                backoff = min(backoff * 2, 0.5)
+                continue
+            backoff = 0.01
+            if popped is None or popped[1] == _STOP:
+                continue
+            reply = proto.decode_reply(popped[1])
+            if reply is not None:
+                self.backend._deliver(*reply)
+
+
+def _job_ttl_ms(budget: float) -> int:
+    return int(budget * 1000) + proto.JOB_GRACE_MS
+
+
+def _error(op: str, status: str, code: str, message: str, **details: Any) -> dict[str, Any]:
+    return {"status": status, "op": op, "result": None,
+            "error": CodecError(code, message, details).to_dict()}
+
+
+def _unavailable(op: str, message: str) -> dict[str, Any]:
+    return _error(op, "error", BACKEND_UNAVAILABLE, f"Redis is unreachable: {message}")

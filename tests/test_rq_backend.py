@@ -1,0 +1,284 @@
+"""The Redis/RQ backend against a real redis-server and real ``toolcodec worker`` processes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import urllib.request
+from collections import Counter
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from pool.rq_backend import RQBackend
+from tests.redis_server import RedisServer
+from worker import rq_protocol as proto
+from worker.metrics import Metrics
+
+pytestmark = pytest.mark.redis
+
+GRACE_MS = 40  # generous: two shared cores, other test suites running alongside
+SLOW = 5.0  # seconds a stuck job would run if nothing killed it
+
+
+@pytest.fixture
+def backend(redis_server: RedisServer, queue_name: str):
+    b = RQBackend(redis_url=redis_server.url, queue=queue_name, timeout_ms=2000)
+    yield b
+    b.close()
+
+
+def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    """Worker-side metric samples keyed by (name, sorted labels)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def worker_count(port: int, op: str, outcome: str) -> float:
+    labels = (("backend", "rq"), ("op", op), ("outcome", outcome))
+    return scrape(port).get(("toolcodec_jobs_total", labels), 0.0)
+
+
+def restarts(port: int, reason: str) -> float:
+    labels = (("backend", "rq"), ("reason", reason))
+    return scrape(port).get(("toolcodec_worker_restarts_total", labels), 0.0)
+
+
+def wait_for(predicate, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_ok_envelope_shape(start_rq_worker, backend) -> None:
+    start_rq_worker()
+    out = backend.submit("_sleep", {"seconds": 0.001})
+    assert out["status"] == "ok", out
+    assert out["result"] == {"slept": 0.001}
+    assert out["error"] is None
+    assert out["backend"] == "rq" and out["op"] == "_sleep"
+    assert 0 < out["elapsed_ms"] < 2000
+
+
+def test_bad_request_comes_back_from_the_worker(start_rq_worker, backend) -> None:
+    start_rq_worker()
+    out = backend.submit("no_such_op", {})
+    assert out["status"] == "error"
+    assert out["error"]["code"] == "bad_request"
+    assert "no_such_op" in out["error"]["message"]
+
+
+def test_unserialisable_payload_is_bad_request_without_redis_traffic(backend) -> None:
+    out = backend.submit("repair", {"text": object()})
+    assert out["status"] == "error" and out["error"]["code"] == "bad_request"
+    assert backend.queue_depth() == 0
+
+
+@pytest.mark.parametrize("op", ["_sleep", "_spin"])
+@pytest.mark.parametrize("budget_ms", [30, 50])
+def test_stuck_job_times_out_on_the_callers_clock_and_is_killed(
+    start_rq_worker, backend, op, budget_ms
+) -> None:
+    group = start_rq_worker(concurrency=1, metrics=True)
+    assert backend.submit("_sleep", {"seconds": 0})["status"] == "ok"  # warm
+    out = backend.submit(op, {"seconds": SLOW}, timeout_ms=budget_ms)
+    assert out["status"] == "timeout", out
+    assert out["error"]["code"] == "timeout"
+    assert budget_ms <= out["elapsed_ms"] < budget_ms + GRACE_MS
+    # One lane only: an answer well before SLOW proves the stuck child was killed.
+    t0 = time.monotonic()
+    after = backend.submit("_sleep", {"seconds": 0})
+    assert after["status"] == "ok", after
+    assert time.monotonic() - t0 < 1.0
+    assert wait_for(lambda: restarts(group.metrics_port, "timeout") == 1)
+    assert worker_count(group.metrics_port, op, "timeout") == 1
+
+
+def test_crash_is_worker_lost_and_the_worker_recovers(start_rq_worker, backend) -> None:
+    group = start_rq_worker(concurrency=1, metrics=True)
+    out = backend.submit("_crash", {})
+    assert out["status"] == "worker_lost", out
+    assert out["error"]["code"] == "worker_lost"
+    for _ in range(5):
+        assert backend.submit("_sleep", {"seconds": 0})["status"] == "ok"
+    assert wait_for(lambda: restarts(group.metrics_port, "crash") == 1)
+    assert worker_count(group.metrics_port, "_crash", "worker_lost") == 1
+
+
+def test_job_expired_in_the_queue_is_not_run_but_counted(
+    start_rq_worker, backend, redis_server, queue_name
+) -> None:
+    group = start_rq_worker(concurrency=1, metrics=True, launch=False)
+    # No worker yet: the job waits in Redis past its deadline.
+    out = backend.submit("_crash", {}, timeout_ms=30)
+    assert out["status"] == "timeout"
+    assert backend.queue_depth() == 1
+    group.start()
+    assert wait_for(lambda: worker_count(group.metrics_port, "_crash", "timeout") == 1)
+    # Had it run, the child would have died: no crash, no restart, nothing lost.
+    assert restarts(group.metrics_port, "crash") == 0
+    assert worker_count(group.metrics_port, "_crash", "worker_lost") == 0
+    client = redis_server.client()
+    assert client.llen(proto.queue_key(queue_name)) == 0
+    assert client.llen(proto.intermediate_key(queue_name)) == 0
+    client.close()
+
+
+def test_full_queue_rejects_at_once(redis_server, queue_name) -> None:
+    metrics = Metrics(CollectorRegistry())
+    b = RQBackend(redis_url=redis_server.url, queue=queue_name, max_queue=3, metrics=metrics)
+    try:
+        for _ in range(3):  # no worker: they stay queued
+            assert b.submit("_sleep", {"seconds": 0}, timeout_ms=5)["status"] == "timeout"
+        out = b.submit("_sleep", {"seconds": 0}, timeout_ms=1000)
+        assert out["status"] == "rejected"
+        assert out["error"]["code"] == "rejected" and out["error"]["queue_depth"] == 3
+        assert out["elapsed_ms"] < 100
+        assert b.queue_depth() == 3
+        assert metrics.registry.get_sample_value(
+            "toolcodec_queue_depth", {"backend": "rq"}) == 3
+    finally:
+        b.close()
+
+
+def test_keys_carry_ttls(start_rq_worker, redis_server, queue_name) -> None:
+    client = redis_server.client()
+    b = RQBackend(redis_url=redis_server.url, queue=queue_name, timeout_ms=20)
+    try:
+        b.submit("_sleep", {"seconds": 0})  # queued, no worker yet
+        (job_id,) = [x.decode() for x in client.lrange(proto.queue_key(queue_name), 0, -1)]
+        assert 0 < client.pttl(proto.job_key(job_id)) <= 20 + proto.JOB_GRACE_MS
+        # A caller that stops listening: its replies must expire on their own.
+        b._listener.stop()
+        start_rq_worker()
+        assert wait_for(lambda: client.exists(proto.reply_key(b.client_id)) == 1)
+        assert 0 < client.pttl(proto.reply_key(b.client_id)) <= proto.REPLY_TTL_MS
+        assert client.exists(proto.job_key(job_id)) == 0  # done jobs are deleted
+    finally:
+        b.close()
+        client.close()
+
+
+def test_many_threads_get_no_spurious_timeouts(start_rq_worker, backend) -> None:
+    start_rq_worker(concurrency=2)
+    results: list[dict] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        for _ in range(15):
+            out = backend.submit("_sleep", {"seconds": 0}, timeout_ms=2000)
+            with lock:
+                results.append(out)
+
+    threads = [threading.Thread(target=client) for _ in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert Counter(r["status"] for r in results) == {"ok": 32 * 15}
+
+
+def test_asyncio_callers_share_the_loop(start_rq_worker, redis_server, queue_name) -> None:
+    api = pytest.importorskip("pool.api", reason="the Pool facade (pool/api.py) is not there yet")
+    start_rq_worker(concurrency=2)
+
+    async def main() -> list[dict]:
+        with api.Pool(backend="rq", redis_url=redis_server.url, queue=queue_name,
+                      timeout_ms=2000) as pool:
+            return await asyncio.gather(
+                *(pool.asubmit("_sleep", {"seconds": 0.01}) for _ in range(20))
+            )
+
+    outs = asyncio.run(main())
+    assert [o["status"] for o in outs] == ["ok"] * 20
+    assert all(o["backend"] == "rq" for o in outs)
+
+
+def test_redis_restart_mid_run(start_rq_worker, own_redis_server, queue_name) -> None:
+    start_rq_worker(concurrency=1, server=own_redis_server)
+    b = RQBackend(redis_url=own_redis_server.url, queue=queue_name, timeout_ms=3000)
+    try:
+        assert b.submit("_sleep", {"seconds": 0})["status"] == "ok"
+        in_flight: list[dict] = []
+        t = threading.Thread(target=lambda: in_flight.append(b.submit("_sleep", {"seconds": 1})))
+        t.start()
+        time.sleep(0.2)
+        own_redis_server.stop()
+        t.join()
+        # The waiting caller is told at once, not at the end of its 3 s budget.
+        assert in_flight[0]["error"]["code"] == "backend_unavailable", in_flight
+        assert in_flight[0]["elapsed_ms"] < 1500
+        down = b.submit("_sleep", {"seconds": 0})
+        assert down["status"] == "error" and down["error"]["code"] == "backend_unavailable"
+        assert down["elapsed_ms"] < 1000
+        assert "Redis" in down["error"]["message"]
+        own_redis_server.start()
+        assert wait_for(lambda: b.submit("_sleep", {"seconds": 0}, timeout_ms=500)["status"]
+                        == "ok", timeout=15)
+    finally:
+        b.close()
+
+
+def test_password_url(start_rq_worker, queue_name) -> None:
+    server = RedisServer(extra_args=("--requirepass", "pw-123"))
+    server.start()
+    try:
+        start_rq_worker(server=server)
+        b = RQBackend(redis_url=server.url, queue=queue_name)
+        assert b.submit("_sleep", {"seconds": 0}, timeout_ms=2000)["status"] == "ok"
+        b.close()
+        wrong = RQBackend(redis_url=server.url.replace("pw-123", "nope"), queue=queue_name)
+        out = wrong.submit("_sleep", {"seconds": 0})
+        assert out["error"]["code"] == "backend_unavailable"
+        assert out["elapsed_ms"] < 1000
+        wrong.close(timeout=0.1)
+    finally:
+        server.close()
+
+
+def test_metric_counts_equal_outcomes(start_rq_worker, backend) -> None:
+    group = start_rq_worker(concurrency=1, metrics=True)
+    backend.metrics = caller = Metrics(CollectorRegistry())
+    plan = [("_sleep", {"seconds": 0}, 2000)] * 6 + [
+        ("_sleep", {"seconds": SLOW}, 30), ("_crash", {}, 2000), ("nope", {}, 2000),
+    ]
+    outs = [backend.submit(op, payload, timeout_ms=ms) for op, payload, ms in plan]
+    seen = Counter((o["op"], o["status"]) for o in outs)
+    assert seen == {("_sleep", "ok"): 6, ("_sleep", "timeout"): 1,
+                    ("_crash", "worker_lost"): 1, ("nope", "error"): 1}
+    expected = {("_sleep", "success"): 6, ("_sleep", "timeout"): 1,
+                ("_crash", "worker_lost"): 1, ("nope", "failure"): 1}
+    for (op, outcome), n in expected.items():
+        labels = {"op": op, "backend": "rq", "outcome": outcome}
+        assert caller.registry.get_sample_value("toolcodec_jobs_total", labels) == n
+        assert wait_for(lambda op=op, outcome=outcome, n=n:
+                        worker_count(group.metrics_port, op, outcome) == n)
+    total = caller.registry.get_sample_value(
+        "toolcodec_job_duration_seconds_count", {"op": "_sleep", "backend": "rq"})
+    assert total == 7
+
+
+def test_jobs_from_plain_rq_producers_take_the_stock_path(
+    start_rq_worker, redis_server, queue_name
+) -> None:
+    from rq import Queue
+
+    start_rq_worker()
+    conn = redis_server.client()
+    queue = Queue(queue_name, connection=conn, serializer=proto.SERIALIZER)
+    job = {"id": "plain-1", "op": "_sleep", "payload": {"seconds": 0}, "deadline": None}
+    rq_job = queue.enqueue(proto.RUN_JOB, job)
+    result = rq_job.latest_result(timeout=5)
+    assert result is not None and result.type == result.Type.SUCCESSFUL
+    assert result.return_value["status"] == "ok"
+    assert result.return_value["result"] == {"slept": 0.0}
+    conn.close()
