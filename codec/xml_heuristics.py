@@ -14,37 +14,42 @@ from typing import Any
 import orjson
 
 from codec.heuristics import HeuristicContext, HeuristicResult, Phase
-from codec.xmlscan import (
-    NAME_PATTERN,
-    UNCLOSED,
-    UNTERMINATED_TAG,
-    ScanOptions,
-    reference_length,
-    scan,
-    starts_tag,
-)
+from codec.xmlscan import BARE_AMP_PATTERN, NAME_PATTERN, ScanOptions, find_missing_closes
 
 _CDATA_RE = re.compile(r"<!\[CDATA\[.*?(?:\]\]>|\Z)", re.DOTALL)
 _NAME = NAME_PATTERN
 _OPENED_RE = re.compile(r"<(" + _NAME + r")")
 _SLOPPY_CLOSE_RE = re.compile(r"</[ \t\r\n]+(" + _NAME + r")[ \t\r\n]*>")
 _CUT_CLOSE_RE = re.compile(r"</[ \t\r\n]*(" + _NAME + r")[ \t\r\n]*\Z")
-# A bare "&" outside CDATA and outside shorthand tags (<name=VALUE> holds literal text).
-_AMP_SCAN_RE = re.compile(
-    r"<!\[CDATA\[.*?(?:\]\]>|\Z)|<" + _NAME + r"[ \t\r\n]*=[^<>]*>|&", re.DOTALL
+# Where a bare "&" stays as written: CDATA and shorthand tags (<name=VALUE> holds literal text).
+_AMP_KEEP_RE = re.compile(
+    r"<!\[CDATA\[.*?(?:\]\]>|\Z)|<" + _NAME + r"[ \t\r\n]*=[^<>]*>", re.DOTALL
 )
-_MAX_BALANCE_STEPS = 256
+_BARE_AMP_RE = re.compile(BARE_AMP_PATTERN)
+# A "<" that starts no tag, CDATA or cut-off markup: the regex form of xmlscan.starts_tag
+# (a name must end at a space, ">", "/", "=" or the end of the text).
+_STRAY_LT_RE = re.compile(
+    r"<(?!!\[CDATA\[|(?:/[ \t\r\n]*)?(?:\Z|" + _NAME + r"(?:\Z|[ \t\r\n>/=])))"
+)
+
+
+def _outside(text: str, keep: re.Pattern[str], fix: Callable[[str], str]) -> str:
+    """Apply ``fix`` to every stretch of ``text`` outside the matches of ``keep`` (one pass;
+    text without such matches is fixed whole, without copying)."""
+    out, pos = [], 0
+    for m in keep.finditer(text):
+        out.append(fix(text[pos : m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    if not out:
+        return fix(text)
+    out.append(fix(text[pos:]))
+    return "".join(out)
 
 
 def _outside_cdata(text: str, fix: Callable[[str], str]) -> str:
     """Apply ``fix`` to every stretch of ``text`` outside CDATA sections."""
-    out, pos = [], 0
-    for m in _CDATA_RE.finditer(text):
-        out.append(fix(text[pos : m.start()]))
-        out.append(m.group(0))
-        pos = m.end()
-    out.append(fix(text[pos:]))
-    return "".join(out)
+    return _outside(text, _CDATA_RE, fix)
 
 
 class NormalizeCloseTag:
@@ -67,13 +72,16 @@ class NormalizeCloseTag:
 
         text = _outside_cdata(ctx.raw, lambda s: _SLOPPY_CLOSE_RE.sub(fix_sloppy, s))
         cut = _CUT_CLOSE_RE.search(text)
-        if cut and cut.group(1) in opened and not _in_cdata(text, cut.start()):
+        if cut and cut.group(1) in opened and not _ends_in_cdata(text, cut.start()):
             text = text[: cut.start()] + f"</{cut.group(1)}>"
         return HeuristicResult(raw=text)
 
 
-def _in_cdata(text: str, pos: int) -> bool:
-    return any(m.start() < pos < m.end() for m in _CDATA_RE.finditer(text, 0, pos + 1))
+def _ends_in_cdata(text: str, pos: int) -> bool:
+    """Whether ``pos`` (near the end of ``text``) lies inside a CDATA section; only the last
+    section that starts before ``pos`` can hold it."""
+    sections = list(_CDATA_RE.finditer(text, 0, pos + 1))
+    return bool(sections) and sections[-1].start() < pos < sections[-1].end()
 
 
 class EscapeLt:
@@ -91,19 +99,7 @@ class EscapeLt:
 
 def escape_stray_lt(text: str) -> str:
     """Replace each ``<`` of ``text`` that starts no tag by ``&lt;`` (ignores CDATA)."""
-    if "<" not in text:
-        return text
-    out, pos = [], 0
-    while (i := text.find("<", pos)) >= 0:
-        if not starts_tag(text, i):
-            out.append(text[pos:i])
-            out.append("&lt;")
-            pos = i + 1
-        else:
-            out.append(text[pos : i + 1])
-            pos = i + 1
-    out.append(text[pos:])
-    return "".join(out)
+    return _STRAY_LT_RE.sub("&lt;", text) if "<" in text else text
 
 
 class EscapeAmpersand:
@@ -122,13 +118,9 @@ class EscapeAmpersand:
 
 def escape_bare_ampersands(text: str) -> str:
     """Escape every bare ``&`` of ``text`` outside CDATA and ``<name=VALUE>`` tags."""
-
-    def fix(m: re.Match[str]) -> str:
-        if m.group(0) != "&" or reference_length(text, m.start()):
-            return m.group(0)
-        return "&amp;"
-
-    return _AMP_SCAN_RE.sub(fix, text)
+    if "&" not in text:
+        return text
+    return _outside(text, _AMP_KEEP_RE, lambda s: _BARE_AMP_RE.sub("&amp;", s))
 
 
 class BalanceTags:
@@ -145,27 +137,18 @@ class BalanceTags:
 
     def run(self, ctx: HeuristicContext) -> HeuristicResult | None:
         options = ctx.meta.get("scan_options") or ScanOptions()
-        return HeuristicResult(raw=balance_tags(ctx.raw, options))
+        mends = find_missing_closes(ctx.raw, options)
+        if mends.result is not None:
+            # The text scans as it is: leave the tree for the re-parse, which would only
+            # scan the same text again (xmlcall checks that text and options are the same).
+            ctx.meta["scanned"] = (ctx.raw, options, mends.result)
+        return HeuristicResult(raw=mends.apply(ctx.raw))
 
 
 def balance_tags(text: str, options: ScanOptions) -> str:
-    """Insert the close tags ``text`` lacks, as far as that lets it scan."""
-    for _ in range(_MAX_BALANCE_STEPS):
-        err = scan(text, options).error
-        if err is None or err.expected is None:
-            break
-        if err.kind == UNCLOSED:
-            text = text[: err.position] + err.expected + text[err.position :]
-        elif err.kind == UNTERMINATED_TAG and _is_cut_close(text[err.position :], err.expected):
-            text = text[: err.position] + err.expected
-        else:
-            break
-    return text
-
-
-def _is_cut_close(tail: str, expected: str) -> bool:
-    squeezed = re.sub(r"[ \t\r\n]+", "", tail)
-    return bool(squeezed) and expected.startswith(squeezed)
+    """Insert the close tags ``text`` lacks, as far as that lets it scan (one linear pass,
+    however many elements are left open)."""
+    return find_missing_closes(text, options).apply(text)
 
 
 class DedupeTags:
@@ -242,4 +225,3 @@ def default_heuristics() -> list[Any]:
         DedupeTags(),
         SchemaCoerce(),
     ]
-

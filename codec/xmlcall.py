@@ -31,7 +31,7 @@ from codec import errors as E
 from codec.errors import CodecError
 from codec.heuristics import HeuristicContext, Pipeline
 from codec.limits import DEFAULT_LIMITS, Limits
-from codec.xmlscan import TOO_DEEP, Element, ScanError, ScanOptions, Text, scan
+from codec.xmlscan import TOO_DEEP, Element, ScanError, ScanOptions, ScanResult, Text, scan
 
 XmlFormat = Literal["function", "tool_tag", "tool_element"]
 FORMATS: tuple[str, ...] = ("function", "tool_tag", "tool_element")
@@ -41,8 +41,6 @@ _FUNCTION_NAME_RE = re.compile(
 )
 _TOOL_NAME_RE = re.compile(r"<tool_name>\s*([^<]*?)\s*</tool_name>")
 _FIRST_TAG_RE = re.compile(r"<([^\W\d][\w.:-]*)")
-_LEAD_RE = re.compile(r"\A[ \t]*\r?\n")
-_TRAIL_RE = re.compile(r"\r?\n[ \t]*\Z")
 _SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
 _FUNCTION_TAGS = frozenset({"parameter", "function", "tool_call"})
 _ELEMENT_TAGS = frozenset({"tool", "tool_name", "server_name", "arguments"})
@@ -168,12 +166,13 @@ def _peek_name(raw: str, fmt: str, tag_name: str | None) -> str | None:
 
 
 def _scan_options(fmt: str, name: str | None, schema: dict | None, limits: Limits) -> ScanOptions:
+    # merge_text: each value comes back as one Text, its references decoded in bulk.
     if fmt == "function":
-        return ScanOptions(frozenset({"parameter"}), _FUNCTION_TAGS, limits.max_depth)
+        return ScanOptions(frozenset({"parameter"}), _FUNCTION_TAGS, limits.max_depth, True)
     props = schema.get("properties") if isinstance(schema, dict) else None
     names = frozenset(props) if isinstance(props, dict) else frozenset()
     frame = _ELEMENT_TAGS if fmt == "tool_element" else frozenset({name} if name else ())
-    return ScanOptions(_scalar_parameters(props), names | frame, limits.max_depth)
+    return ScanOptions(_scalar_parameters(props), names | frame, limits.max_depth, True)
 
 
 def _scalar_parameters(props: dict | None) -> frozenset[str]:
@@ -198,7 +197,7 @@ def _parse(
     ctx.meta["parse_warnings"] = []
     ctx.meta.pop("xml_repeated", None)
     ctx.meta.pop("server_name", None)
-    result = scan(text, ctx.meta["scan_options"])
+    result = _scan(text, ctx)
     if result.error is not None:
         return None, [_scan_error(result.error, text, ctx)]
     reader = _Reader(ctx.schema, ctx.meta["parse_warnings"])
@@ -220,6 +219,16 @@ def _parse(
     return args, []
 
 
+def _scan(text: str, ctx: HeuristicContext) -> ScanResult:
+    """Scan ``text``, or take the scan a heuristic already made of this very text with these
+    options (``xml.balance_tags`` leaves one in ``meta["scanned"]``)."""
+    options = ctx.meta["scan_options"]
+    scanned = ctx.meta.pop("scanned", None)
+    if scanned is not None and scanned[0] is text and scanned[1] is options:
+        return scanned[2]
+    return scan(text, options)
+
+
 def _scan_error(err: ScanError, text: str, ctx: HeuristicContext) -> CodecError:
     code = E.NESTING_TOO_DEEP if err.kind == TOO_DEEP else E.INVALID_XML
     error = _error(code, err.message, err.position, text, ctx)
@@ -239,20 +248,48 @@ def _error(code: str, what: str, position: int, text: str, ctx: HeuristicContext
 
 
 def _join_text(children: list[Element | Text]) -> str:
-    """The value of a text-only element, trimmed as the module docstring describes."""
+    """The value of a text-only element, trimmed as the module docstring describes.
+
+    Only the plain ends of the first and last pieces (``Text.head``/``Text.tail``) are
+    trimmed, so references and CDATA stay whole."""
     parts = [c.value for c in children if isinstance(c, Text)]
     if not parts:
         return ""
     first, last = children[0], children[-1]
-    if isinstance(first, Text) and not first.literal:
-        parts[0] = _LEAD_RE.sub("", parts[0], count=1)
-    if isinstance(last, Text) and not last.literal:
-        parts[-1] = _TRAIL_RE.sub("", parts[-1], count=1)
-    return "".join(parts)
+    if isinstance(first, Text) and first.head:
+        parts[0] = parts[0][_lead_end(parts[0], first.head) :]
+    if isinstance(last, Text) and last.tail:
+        value = parts[-1]
+        # The head trim may have shortened a piece that is plain throughout.
+        parts[-1] = value[: _trail_start(value, len(value) - min(last.tail, len(value)))]
+    return parts[0] if len(parts) == 1 else "".join(parts)
+
+
+def _lead_end(value: str, limit: int) -> int:
+    """Where the layout at the start of ``value[:limit]`` ends: past the whitespace-only rest
+    of the opening tag's line and its newline (``[ \t]*\r?\n``), else 0."""
+    i = 0
+    while i < limit and value[i] in " \t":
+        i += 1
+    if value.startswith("\r\n", i) and i + 2 <= limit:
+        return i + 2
+    return i + 1 if i < limit and value[i] == "\n" else 0
+
+
+def _trail_start(value: str, floor: int) -> int:
+    """Where the layout at the end of ``value[floor:]`` starts: at the newline (and a ``\r``
+    before it) that begins the closing tag's line (``\r?\n[ \t]*``), else ``len(value)``."""
+    j = len(value)
+    while j > floor and value[j - 1] in " \t":
+        j -= 1
+    if j <= floor or value[j - 1] != "\n":
+        return len(value)
+    j -= 1
+    return j - 1 if j > floor and value[j - 1] == "\r" else j
 
 
 def _is_layout(node: Element | Text) -> bool:
-    return isinstance(node, Text) and not node.literal and not node.value.strip()
+    return isinstance(node, Text) and bool(node.layout)
 
 
 def _types(schema: dict | None) -> set[str]:
@@ -352,23 +389,31 @@ class _Reader:
         return self._collapse(args)
 
     def value(self, el: Element, schema: dict | None) -> Any:
-        """A parameter's value: text, or a dict/list built from nested elements."""
-        elements = el.elements()
-        if not elements:
+        """A parameter's value: text, or a dict/list built from nested elements.
+
+        Iterative (an explicit stack of open elements), so that a raised
+        ``Limits.max_depth`` costs memory, not Python's recursion limit."""
+        root = _Node.open(el, schema)
+        if root is None:
             return _join_text(el.children)
-        for child in el.children:
-            if isinstance(child, Text) and not _is_layout(child):
-                raise _Invalid(f"<{el.name}> mixes text and elements", child.start)
-        names = [c.name for c in elements]
-        indexed = names == [str(i) for i in range(len(names))]  # <0>…</0><1>…</1>
-        if "array" in _types(schema) and (len(set(names)) == 1 or indexed):
-            items = schema.get("items") if isinstance(schema, dict) else None
-            return [self.value(c, items if isinstance(items, dict) else None) for c in elements]
-        grouped: dict[str, list[Any]] = {}
-        for child in elements:
-            v = self.value(child, _child_schema(schema, child.name))
-            grouped.setdefault(child.name, []).append(v)
-        return {k: v[0] if len(v) == 1 else v for k, v in grouped.items()}
+        stack = [root]
+        while True:
+            node = stack[-1]
+            if node.next < len(node.elements):
+                child = node.elements[node.next]
+                node.next += 1
+                child_schema = node.child_schema(child.name)
+                sub = _Node.open(child, child_schema)
+                if sub is None:
+                    node.values.append(_join_text(child.children))
+                else:
+                    stack.append(sub)
+                continue
+            stack.pop()
+            value = node.build()
+            if not stack:
+                return value
+            stack[-1].values.append(value)
 
     def _collapse(self, args: dict[str, list[Any]]) -> dict:
         out = {}
@@ -387,6 +432,46 @@ class _Reader:
         if el.attrs:
             shown = ", ".join(f"{k}={v!r}" for k, v in el.attrs.items())
             self.warnings.append(f"ignored attributes of <{el.name}>: {shown}")
+
+
+@dataclass(slots=True)
+class _Node:
+    """An element whose value is being built from its child elements (``_Reader.value``)."""
+
+    el: Element
+    schema: dict | None
+    elements: list[Element]
+    array: bool  # the children are the items of an array
+    values: list[Any] = field(default_factory=list)
+    next: int = 0  # index of the next child element to read
+
+    @classmethod
+    def open(cls, el: Element, schema: dict | None) -> _Node | None:
+        """A node for ``el``, or None when ``el`` holds text only."""
+        elements = el.elements()
+        if not elements:
+            return None
+        for child in el.children:
+            if isinstance(child, Text) and not _is_layout(child):
+                raise _Invalid(f"<{el.name}> mixes text and elements", child.start)
+        names = [c.name for c in elements]
+        indexed = names == [str(i) for i in range(len(names))]  # <0>…</0><1>…</1>
+        array = "array" in _types(schema) and (len(set(names)) == 1 or indexed)
+        return cls(el, schema, elements, array)
+
+    def child_schema(self, name: str) -> dict | None:
+        if self.array:
+            items = self.schema.get("items") if isinstance(self.schema, dict) else None
+            return items if isinstance(items, dict) else None
+        return _child_schema(self.schema, name)
+
+    def build(self) -> Any:
+        if self.array:
+            return self.values
+        grouped: dict[str, list[Any]] = {}
+        for child, value in zip(self.elements, self.values, strict=True):
+            grouped.setdefault(child.name, []).append(value)
+        return {k: v[0] if len(v) == 1 else v for k, v in grouped.items()}
 
 
 def _name_of(el: Element) -> str:

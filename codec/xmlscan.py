@@ -18,6 +18,10 @@ Accepted syntax:
 unless it starts CDATA, their own close tag, or a tag named in ``ScanOptions.structural``
 (which means the raw element was never closed). References are still decoded there.
 
+``ScanOptions.merge_text`` makes each run of text between two tags one :class:`Text`, its
+references decoded in bulk (what ``codec.xmlcall`` uses); :func:`find_missing_closes` is the
+scan that closes unclosed elements instead of stopping on them (what ``xml.balance_tags`` uses).
+
 The scanner is iterative (depth costs memory, not stack), linear in the input and never raises.
 """
 
@@ -52,9 +56,11 @@ _CLOSE_PARTIAL_RE = re.compile(r"</(" + _NAME + r")?[ \t\r\n]*\Z")
 _ATTR_RE = re.compile(r"(" + _NAME + r")[ \t\r\n]*=[ \t\r\n]*(\"[^\"]*\"|'[^']*')")
 _WS_RE = re.compile(r"[ \t\r\n]*")
 _ANY_TAG_RE = re.compile(r"<(/?)[ \t\r\n]*(" + _NAME + r")")
-_SPECIAL_RE = re.compile(r"[<&]")
 _ENTITY_RE = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,7})|#x([0-9a-fA-F]{1,6}));")
 _NAMED_REF_RE = re.compile(r"&" + _NAME + r";")
+# An "&" that starts no well-formed reference (the five XML entities or a numeric one).
+BARE_AMP_PATTERN = r"&(?!(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#x[0-9a-fA-F]{1,6});)"
+_BARE_AMP_RE = re.compile(BARE_AMP_PATTERN)
 _ENTITIES = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
 _CDATA_OPEN = "<![CDATA["
 _CDATA_CLOSE = "]]>"
@@ -64,11 +70,29 @@ _TAG_END_CHARS = frozenset(" \t\r\n>/=")
 @dataclass(slots=True)
 class Text:
     """A run of character data. ``literal`` marks CDATA or a character reference: text the
-    author spelled out on purpose, which whitespace trimming must leave alone."""
+    author spelled out on purpose, which whitespace trimming must leave alone.
+
+    ``head`` and ``tail`` are the lengths of the plain (non-literal) text at the start and at
+    the end of ``value``: the only parts layout trimming may touch. ``layout`` says the run is
+    plain whitespace only. All three are derived from ``literal`` unless given, as they are
+    for the merged runs of ``ScanOptions.merge_text``; the ``start`` of a merged run is where
+    its first piece that is not layout begins (errors about the text point there)."""
 
     value: str
     start: int
     literal: bool = False
+    head: int = -1
+    tail: int = -1
+    layout: bool | None = None
+
+    def __post_init__(self) -> None:
+        plain = 0 if self.literal else len(self.value)
+        if self.head < 0:
+            self.head = plain
+        if self.tail < 0:
+            self.tail = plain
+        if self.layout is None:
+            self.layout = not self.literal and (not self.value or self.value.isspace())
 
 
 @dataclass(slots=True)
@@ -101,11 +125,16 @@ class ScanError:
 
 @dataclass(frozen=True, slots=True)
 class ScanOptions:
-    """Which elements hold raw text, which tag names end a raw element, and the depth cap."""
+    """Which elements hold raw text, which tag names end a raw element, and the depth cap.
+
+    ``merge_text`` joins each run of text, references and CDATA between two tags into one
+    :class:`Text` (decoded in bulk, which is much faster on long values); without it every
+    reference and CDATA section is a piece of its own."""
 
     raw_text: frozenset[str] = frozenset()
     structural: frozenset[str] = frozenset()
     max_depth: int = DEFAULT_LIMITS.max_depth
+    merge_text: bool = False
 
 
 @dataclass(slots=True)
@@ -164,6 +193,47 @@ def scan(text: str, options: ScanOptions | None = None) -> ScanResult:
     return _Scanner(text, options or ScanOptions()).run()
 
 
+@dataclass(slots=True)
+class Mends:
+    """The close tags ``text`` lacks, found by :func:`find_missing_closes`.
+
+    ``inserts`` are ``(offset, close tag)`` pairs in text order; ``end`` is where the original
+    text stops counting (before a cut-off close tag such as ``</para`` that an insert at
+    ``end`` completes; ``len(text)`` otherwise). ``error`` is the fault that no close tag
+    mends, if one stopped the scan; the inserts before it still stand."""
+
+    inserts: list[tuple[int, str]]
+    end: int
+    error: ScanError | None = None
+    result: ScanResult | None = None  # the scan of ``text`` itself, when nothing was mended
+
+    def apply(self, text: str) -> str:
+        """``text`` with the inserts made and the cut-off tail replaced."""
+        if not self.inserts:
+            return text[: self.end]
+        out, prev = [], 0
+        for pos, tag in self.inserts:
+            pos = min(pos, self.end)
+            out.append(text[prev:pos])
+            out.append(tag)
+            prev = pos
+        out.append(text[prev : self.end])
+        return "".join(out)
+
+
+def find_missing_closes(text: str, options: ScanOptions | None = None) -> Mends:
+    """Scan ``text`` once, closing each element where the scan finds it unclosed (where its
+    parent closes, where a structural tag ends a raw element, or at the end) and completing a
+    close tag cut off at the very end. Linear: one pass however many elements are open.
+
+    Inserting the tags and scanning again gives the same tree as this pass; the pass stops at
+    the first fault that a close tag cannot mend (returned in ``Mends.error``)."""
+    scanner = _Scanner(text, options or ScanOptions(), mend=True)
+    result = scanner.run()
+    unchanged = result.ok and not scanner.inserts
+    return Mends(scanner.inserts, scanner.end, result.error, result if unchanged else None)
+
+
 @lru_cache(maxsize=256)
 def _close_re(name: str) -> re.Pattern[str]:
     return re.compile(r"</" + re.escape(name) + r"[ \t\r\n]*>")
@@ -178,6 +248,41 @@ def _valid_code_point(cp: int) -> bool:
     )
 
 
+def _decode_refs(block: str) -> str | None:
+    """``block`` with its references decoded in bulk, or None if any ``&`` in it is not a
+    well-formed reference to an allowed character (the caller then finds which)."""
+    if "&#" not in block:
+        if _BARE_AMP_RE.search(block):
+            return None
+        # "&amp;" last, so that "&amp;lt;" becomes "&lt;", not "<".
+        return (
+            block.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", '"')
+            .replace("&apos;", "'")
+            .replace("&amp;", "&")
+        )
+    valid = True
+
+    def char(m: re.Match[str]) -> str:
+        nonlocal valid
+        name, dec, hexa = m.groups()
+        if name:
+            return _ENTITIES[name]
+        cp = int(dec) if dec else int(hexa, 16)
+        valid = valid and _valid_code_point(cp)
+        return chr(cp) if valid else ""
+
+    decoded, count = _ENTITY_RE.subn(char, block)
+    return decoded if valid and count == block.count("&") else None
+
+
+def _is_cut_close(tail: str, expected: str) -> bool:
+    """Whether ``tail`` (the end of the text) is ``expected`` cut off, spaces aside."""
+    squeezed = re.sub(r"[ \t\r\n]+", "", tail)
+    return bool(squeezed) and expected.startswith(squeezed)
+
+
 class _Fault(Exception):
     """Internal: unwinds the scanner to ``run`` carrying the error (never escapes ``scan``)."""
 
@@ -186,11 +291,28 @@ class _Fault(Exception):
 
 
 class _Scanner:
-    def __init__(self, text: str, options: ScanOptions) -> None:
+    """One pass over the text. With ``mend`` set, an unclosed element is closed (and the
+    close tag recorded in ``inserts``) instead of failing the scan."""
+
+    def __init__(self, text: str, options: ScanOptions, mend: bool = False) -> None:
         self.text = text
         self.opts = options
         self.root = Element(name="", start=0)
         self.stack: list[Element] = [self.root]
+        self.open_names: dict[str, int] = {}  # name -> how many are on the stack
+        self.next_close: dict[str, re.Match[str] | None] = {}  # per name, found ahead
+        self.mend = mend
+        self.inserts: list[tuple[int, str]] = []
+        self.end = len(text)
+        # The text run being merged (ScanOptions.merge_text): its parts and bookkeeping.
+        self.parts: list[str] = []
+        self.run_len = 0
+        self.run_first = -1  # offset of its first piece
+        self.run_content = -1  # offset of its first piece that is not layout
+        self.run_head = -1  # length before its first literal piece
+        self.run_lit_end = 0  # length up to the end of its last literal piece
+        self.run_plain = False  # whether any of it is plain text
+        self.run_gap = -1  # length at an empty CDATA not yet followed by text
 
     def run(self) -> ScanResult:
         try:
@@ -205,7 +327,12 @@ class _Scanner:
         raise _Fault(ScanError(kind, pos, f"{what} (line {line}, column {col})", **extra))
 
     def _unclosed(self, pos: int, before: str) -> None:
+        """The top element is not closed at ``pos``: fail, or (mending) close it there."""
         el = self.stack[-1]
+        if self.mend:
+            self.inserts.append((pos, f"</{el.name}>"))
+            self._pop()
+            return
         shown = el.name if el.value is None else f"{el.name}={el.value}"
         self._fail(
             UNCLOSED,
@@ -216,9 +343,115 @@ class _Scanner:
             open_name=el.name,
         )
 
-    def _add_text(self, value: str, start: int, literal: bool = False) -> None:
+    def _cut_off(self, pos: int, what: str, expected: str | None) -> int:
+        """The text ends inside a tag at ``pos``: fail, or (mending, when the tail is the
+        expected close tag cut short) complete that close tag and go on at the end."""
+        if self.mend and expected and _is_cut_close(self.text[pos:], expected):
+            self.end = pos
+            self.inserts.append((pos, expected))
+            self._pop()
+            return len(self.text)
+        self._fail(UNTERMINATED_TAG, pos, what, expected=expected)
+        return pos  # unreachable: _fail raises
+
+    def _push(self, el: Element) -> None:
+        self.stack.append(el)
+        self.open_names[el.name] = self.open_names.get(el.name, 0) + 1
+
+    def _pop(self) -> None:
+        self._flush()
+        el = self.stack.pop()
+        self.open_names[el.name] -= 1
+
+    # -- text ------------------------------------------------------------------------------
+    def _plain(self, value: str, start: int) -> None:
+        if not value:
+            return
+        if not self.opts.merge_text:
+            self.stack[-1].children.append(Text(value, start))
+            return
+        if self.run_first < 0:
+            self.run_first = start
+        if self.run_content < 0 and not value.isspace():
+            self.run_content = start
+        if self.run_gap >= 0:
+            self.run_lit_end, self.run_gap = self.run_gap, -1
+        self.parts.append(value)
+        self.run_len += len(value)
+        self.run_plain = True
+
+    def _literal(self, value: str, start: int, plain: bool = False) -> None:
+        """A reference or CDATA (``plain``: a block of references with text between)."""
+        if not self.opts.merge_text:
+            if value:
+                self.stack[-1].children.append(Text(value, start, literal=True))
+            return
+        if self.run_first < 0:
+            self.run_first = start
+        if not value:
+            # An empty CDATA holds nothing, but it still splits the plain text around it:
+            # trimming looks only at the first and the last piece.
+            if self.run_len and self.run_head < 0:
+                self.run_head = self.run_len
+            self.run_gap = self.run_len
+            return
+        if self.run_head < 0:
+            self.run_head = self.run_len
+        if self.run_content < 0:
+            self.run_content = start
+        self.parts.append(value)
+        self.run_len += len(value)
+        self.run_lit_end, self.run_gap = self.run_len, -1
+        self.run_plain = self.run_plain or plain
+
+    def _flush(self) -> None:
+        """Close the merged text run, if any, into one Text of the current element."""
+        if self.run_first < 0:
+            return
+        value = self.parts[0] if len(self.parts) == 1 else "".join(self.parts)
         if value:
-            self.stack[-1].children.append(Text(value, start, literal))
+            n, head = self.run_len, self.run_head
+            self.stack[-1].children.append(
+                Text(
+                    value,
+                    self.run_content if self.run_content >= 0 else self.run_first,
+                    literal=not self.run_plain,
+                    head=n if head < 0 else head,
+                    tail=n if head < 0 else n - self.run_lit_end,
+                    layout=self.run_content < 0,
+                )
+            )
+        self.parts = []
+        self.run_len, self.run_first, self.run_content = 0, -1, -1
+        self.run_head, self.run_lit_end, self.run_plain, self.run_gap = -1, 0, False, -1
+
+    def _text(self, a: int, b: int) -> None:
+        """The text ``text[a:b]`` (references decoded; any ``<`` in it is literal)."""
+        if a >= b:
+            return
+        text = self.text
+        first = text.find("&", a, b)
+        if first < 0:
+            self._plain(text[a:b], a)
+            return
+        if self.opts.merge_text:
+            last = text.rfind("&", first, b)
+            stop = text.find(";", last, b) + 1
+            decoded = _decode_refs(text[first:stop]) if stop else None
+            if decoded is not None:
+                self._plain(text[a:first], a)
+                # Each reference decodes to one character: anything longer holds plain text.
+                plain = len(decoded) != text.count("&", first, stop)
+                self._literal(decoded, first, plain=plain)
+                self._plain(text[stop:b], stop)
+                return
+        # One reference at a time: every piece apart, or to find the faulty "&".
+        pos = a
+        while first >= 0:
+            self._plain(text[pos:first], pos)
+            pos = self._reference(first)
+            first = text.find("&", pos, b)
+        self._plain(text[pos:b], pos)
 
     def _reference(self, i: int) -> int:
         """Decode the reference at ``i`` into the current element; return the next offset."""
@@ -242,7 +475,7 @@ class _Scanner:
             if not _valid_code_point(cp):
                 self._fail(BAD_CHAR_REF, i, f"{m.group(0)} is not a character XML allows")
             char = chr(cp)
-        self._add_text(char, i, literal=True)
+        self._literal(char, i)
         return m.end()
 
     def _cdata(self, i: int) -> int:
@@ -250,32 +483,33 @@ class _Scanner:
         end = self.text.find(_CDATA_CLOSE, body)
         if end < 0:
             self._fail(UNTERMINATED_CDATA, i, "<![CDATA[ is never closed by ]]>")
-        self._add_text(self.text[body:end], i, literal=True)
+        self._literal(self.text[body:end], i)
         return end + len(_CDATA_CLOSE)
 
     # -- main loop -------------------------------------------------------------------------
     def _scan(self) -> None:
         text, n = self.text, len(self.text)
+        raw_text = self.opts.raw_text
         pos = 0
         while pos < n:
-            if self.stack[-1].name in self.opts.raw_text and len(self.stack) > 1:
+            if len(self.stack) > 1 and self.stack[-1].name in raw_text:
                 pos = self._raw(pos)
                 continue
-            m = _SPECIAL_RE.search(text, pos)
-            stop = m.start() if m else n
-            self._add_text(text[pos:stop], pos)
+            stop = text.find("<", pos)
+            if stop < 0:
+                stop = n
+            self._text(pos, stop)
             if stop == n:
                 break
-            if text[stop] == "&":
-                pos = self._reference(stop)
-            elif text.startswith(_CDATA_OPEN, stop):
+            if text.startswith(_CDATA_OPEN, stop):
                 pos = self._cdata(stop)
             elif text.startswith("</", stop):
                 pos = self._close_tag(stop)
             else:
                 pos = self._open_tag(stop)
-        if len(self.stack) > 1:
+        while len(self.stack) > 1:
             self._unclosed(n, "before the end of the text")
+        self._flush()
 
     def _trusted_end(self, el: Element, pos: int) -> int:
         """Where ``el``'s own close tag ends a body that is plainly its own, else -1.
@@ -283,13 +517,21 @@ class _Scanner:
         The body is plainly its own when no tag between here and that close tag opens a
         sibling of the same name or closes an ancestor; structural names in it are then text
         (``<content>a <path>x</path> b</content>`` holds markup as a value)."""
-        close = _close_re(el.name).search(self.text, pos)
+        close = self.next_close.get(el.name, False)
+        if close is False or (close is not None and close.start() < pos):
+            # Searched once per name and position reached, so many unclosed raw elements
+            # cost one pass, not one pass each.
+            close = _close_re(el.name).search(self.text, pos)
+            self.next_close[el.name] = close
         if close is None:
             return -1
-        ancestors = {e.name for e in self.stack[1:-1]}
+        counts = self.open_names
         for tag in _ANY_TAG_RE.finditer(self.text, pos, close.start()):
             slash, name = tag.groups()
-            if (name == el.name and not slash) or (slash and name in ancestors):
+            if not slash:
+                if name == el.name:
+                    return -1
+            elif counts.get(name, 0) > (name == el.name):  # an ancestor, not el itself
                 return -1
         return close.start()
 
@@ -299,30 +541,40 @@ class _Scanner:
         el = self.stack[-1]
         trusted = self._trusted_end(el, pos)
         while True:
-            m = _SPECIAL_RE.search(text, pos)
-            stop = m.start() if m else n
-            self._add_text(text[pos:stop], pos)
+            if pos < trusted:
+                # Up to the trusted close tag only CDATA is markup: take the text in bulk.
+                cdata = text.find(_CDATA_OPEN, pos, trusted)
+                if cdata < 0:
+                    self._text(pos, trusted)
+                    pos = trusted
+                else:
+                    self._text(pos, cdata)
+                    pos = self._cdata(cdata)
+                    continue
+            stop = text.find("<", pos)
+            if stop < 0:
+                stop = n
+            self._text(pos, stop)
             if stop == n:
                 self._unclosed(n, "before the end of the text")
-            if text[stop] == "&":
-                pos = self._reference(stop)
-                continue
+                return n
             if text.startswith(_CDATA_OPEN, stop):
                 pos = self._cdata(stop)
                 continue
             close = _CLOSE_RE.match(text, stop)
             if close and close.group(1) == el.name:
-                self.stack.pop()
+                self._pop()
                 return close.end()
             cut = _CLOSE_PARTIAL_RE.match(text, stop) or (stop == n - 1 and text[stop] == "<")
             if cut and (cut is True or el.name.startswith(cut.group(1) or "")):
                 what = "the text ends inside a close tag"
-                self._fail(UNTERMINATED_TAG, stop, what, expected=f"</{el.name}>")
+                return self._cut_off(stop, what, f"</{el.name}>")
             name = _tag_name(text, stop) if stop > trusted else None
             if name in self.opts.structural and starts_tag(text, stop):
                 slash = "/" if text.startswith("</", stop) else ""
                 self._unclosed(stop, f"before <{slash}{name}>")
-            self._add_text("<", stop)
+                return stop
+            self._plain("<", stop)
             pos = stop + 1
 
     def _close_tag(self, i: int) -> int:
@@ -331,15 +583,15 @@ class _Scanner:
         if m is None:
             expected = f"</{self.stack[-1].name}>" if len(self.stack) > 1 else None
             if _CLOSE_PARTIAL_RE.match(text, i):
-                what = "the text ends inside a close tag"
-                self._fail(UNTERMINATED_TAG, i, what, expected=expected)
+                return self._cut_off(i, "the text ends inside a close tag", expected)
             self._fail(BAD_TAG, i, "malformed close tag; expected </name>", expected=expected)
         name = m.group(1)
         if len(self.stack) > 1 and name == self.stack[-1].name:
-            self.stack.pop()
+            self._pop()
             return m.end()
-        if any(el.name == name for el in self.stack[1:]):
+        if self.open_names.get(name, 0) > 0:
             self._unclosed(i, f"before </{name}>")
+            return i
         self._fail(STRAY_CLOSE, i, f"</{name}> closes no open element")
         return i  # unreachable: _fail raises
 
@@ -347,7 +599,7 @@ class _Scanner:
         text, n = self.text, len(self.text)
         if i + 1 == n:
             expected = f"</{self.stack[-1].name}>" if len(self.stack) > 1 else None
-            self._fail(UNTERMINATED_TAG, i, "the text ends with '<'", expected=expected)
+            return self._cut_off(i, "the text ends with '<'", expected)
         m = _OPEN_NAME_RE.match(text, i)
         if m is None or not starts_tag(text, i):
             self._fail(STRAY_LT, i, "'<' starts no tag; write &lt; for a literal '<'")
@@ -371,9 +623,10 @@ class _Scanner:
             pos, self_closing = self._attributes(el, pos)
         if len(self.stack) > self.opts.max_depth:
             self._fail(TOO_DEEP, i, f"elements nest deeper than {self.opts.max_depth} levels")
+        self._flush()
         self.stack[-1].children.append(el)
         if not self_closing:
-            self.stack.append(el)
+            self._push(el)
         return pos
 
     def _attributes(self, el: Element, pos: int) -> tuple[int, bool]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,8 +20,9 @@ from codec.xml_heuristics import (
     SchemaCoerce,
     balance_tags,
     escape_bare_ampersands,
+    escape_stray_lt,
 )
-from codec.xmlscan import ScanOptions, scan
+from codec.xmlscan import NAME_PATTERN, ScanOptions, reference_length, scan, starts_tag
 
 FAILED = [CodecError(INVALID_XML, "parse failed")]
 FUNCTION_OPTS = ScanOptions(
@@ -225,3 +228,65 @@ def test_schema_coerce_reports_coerce_ids_not_its_own():
 
 def test_schema_coerce_needs_a_tool():
     assert not SchemaCoerce().applies(ctx(parsed={"a": "1"}))
+
+
+# -- the one-pass forms agree with the plain definitions -----------------------------------
+
+PIECES = st.sampled_from(
+    ["<", "</", "</ ", "<a", "<a>", "<a ", "<a/", "<a=", "<ab =", "<0>", "<0 >", "<3", "<=", "< a",
+     "<!--", "<![CDATA[", "]]>", "&", "&amp;", "&lt;", "&#60;", "&#x3C;", "&#xZ;", "&nbsp;", "&amp",
+     "x", " ", "\n", "é", ".", "-", ":", "/", ">", "=", ";", "#"]
+)
+TEXTS = st.lists(PIECES | st.text(max_size=2), max_size=30).map("".join)
+
+
+def escape_lt_one_by_one(text: str) -> str:
+    return "".join(
+        "&lt;" if c == "<" and not starts_tag(text, i) else c for i, c in enumerate(text)
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS)
+def test_escape_stray_lt_escapes_exactly_what_starts_no_tag(text):
+    assert escape_stray_lt(text) == escape_lt_one_by_one(text)
+
+
+def escape_amp_one_by_one(text: str) -> str:
+    """Bare "&" -> "&amp;", skipping CDATA and <name=VALUE> tags, one character at a time."""
+    keep = re.compile(
+        r"<!\[CDATA\[.*?(?:\]\]>|\Z)|<" + NAME_PATTERN + r"[ \t\r\n]*=[^<>]*>", re.DOTALL
+    )
+    out, i = [], 0
+    while i < len(text):
+        kept = keep.match(text, i)
+        if kept:
+            out.append(kept.group(0))
+            i = kept.end()
+            continue
+        bare = text[i] == "&" and not reference_length(text, i)
+        out.append("&amp;" if bare else text[i])
+        i += 1
+    return "".join(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS)
+def test_escape_bare_ampersands_matches_the_definition(text):
+    assert escape_bare_ampersands(text) == escape_amp_one_by_one(text)
+
+
+def test_balance_tags_closes_any_number_of_open_elements():
+    n = 1_000  # one pass: no cap on how many elements get closed
+    src = "<function=f>" + "".join(f"<parameter=p{i}>{i} < {i + 1}" for i in range(n))
+    fixed = balance_tags(src, FUNCTION_OPTS)
+    assert fixed.count("</parameter>") == n and scan(fixed, FUNCTION_OPTS).ok
+
+
+def test_balance_tags_leaves_its_scan_for_the_reparse_only_when_nothing_changed():
+    good = ctx("<a>x</a>", errors=FAILED, meta={"scan_options": ScanOptions()})
+    assert BalanceTags().run(good).raw == good.raw
+    text, options, result = good.meta["scanned"]
+    assert (text, options, result.ok) == (good.raw, good.meta["scan_options"], True)
+    mended = ctx("<a>x", errors=FAILED, meta={"scan_options": ScanOptions()})
+    assert BalanceTags().run(mended).raw == "<a>x</a>" and "scanned" not in mended.meta

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from codec.errors import (
@@ -17,7 +17,8 @@ from codec.errors import (
 from codec.heuristics import Pipeline
 from codec.limits import Limits
 from codec.tools import ToolRegistry
-from codec.xmlcall import decode_xml_call
+from codec.xmlcall import _join_text, decode_xml_call
+from codec.xmlscan import ScanOptions, scan
 
 PIPELINE = Pipeline.default()
 REGISTRY = ToolRegistry.from_tools(
@@ -335,3 +336,79 @@ def test_tag_formats_round_trip(args, cdata, fmt):
         raw = f"<tool><tool_name>probe</tool_name><arguments>\n{params}</arguments></tool>"
     r = decode(raw, fmt, "probe" if fmt == "tool_tag" else None, registry=registry_for(args))
     assert (r.name, r.arguments, r.repairs, r.errors) == ("probe", args, [], [])
+
+
+# -- large and deep input ------------------------------------------------------------------
+
+
+def test_deep_nesting_with_a_raised_limit_needs_no_recursion():
+    depth = 100_000
+    raw = "<t><p>" + "<a>" * depth + "x" + "</a>" * depth + "</p></t>"
+    r = decode(raw, "tool_tag", "t", registry=None, limits=Limits(max_depth=depth + 10))
+    assert (r.name, r.errors) == ("t", [])
+    value, levels = r.arguments["p"], 0
+    while isinstance(value, dict):  # walk down: comparing whole values would recurse
+        assert list(value) == ["a"]
+        value, levels = value["a"], levels + 1
+    assert (levels, value) == (depth, "x")
+
+
+def test_deep_arrays_with_a_raised_limit():
+    depth = 20_000
+    raw = "<t><p>" + "<item>" * depth + "x" + "</item>" * depth + "</p></t>"
+    registry = ToolRegistry.from_tools([{"name": "t", "parameters": {
+        "type": "object", "properties": {"p": {"type": "array", "items": {"type": "array"}}}}}])
+    # Without post-parse heuristics: comparing values before and after them recurses.
+    pipeline = PIPELINE.replacing({"post-parse": []})
+    r = decode_xml_call(raw, "tool_tag", registry=registry, pipeline=pipeline, tag_name="t",
+                        limits=Limits(max_depth=depth + 10))
+    assert r.errors == []
+    value = r.arguments["p"]
+    assert isinstance(value, list) and isinstance(value[0], list)  # the schema's two levels
+    assert isinstance(value[0][0], dict) and "item" in value[0][0]  # then objects
+
+
+def test_large_value_needing_repairs_decodes_whole():
+    line = "if (i<10 && a <= b) && x < y: func.*&&.*return\n"
+    value = line * 3_000
+    raw = (f"<tool_call>\n<function=write_file>\n<parameter=content>\n{value}</parameter>\n"
+           "<parameter=path>a.py</parameter>\n</function>\n</tool_call>")
+    r = decode(raw)
+    assert r.arguments == {"content": value[:-1], "path": "a.py"}
+    assert (r.repairs, r.errors) == (["xml.escape_lt", "xml.escape_ampersand"], [])
+
+
+def test_thousands_of_unclosed_parameters_are_all_closed():
+    n = 2_000
+    raw = "<function=f>" + "".join(f"<parameter=p{i}>{i} < {i + 1}\n" for i in range(n))
+    r = decode(raw, registry=None)
+    assert r.errors == [] and "xml.balance_tags" in r.repairs
+    assert r.arguments == {f"p{i}": f"{i} < {i + 1}" for i in range(n)}
+
+
+# -- merged text reads as the pieces did ---------------------------------------------------
+
+BODY_PIECES = st.sampled_from(
+    [" ", "  ", "\t", "\n", "\r", "\r\n", "x", "a b", "&amp;", "&lt;", "&#10;", "&#32;",
+     "<![CDATA[]]>", "<![CDATA[ ]]>", "<![CDATA[\n]]>", "<![CDATA[c]]>", "<", "<b"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(BODY_PIECES, max_size=12).map("".join), st.booleans())
+# An empty CDATA holds nothing but still splits the text: only the edge pieces are trimmed.
+@example("x\n<![CDATA[]]>  ", False)
+@example("\r<![CDATA[]]>\n", True)
+@example("  <![CDATA[]]>\nx", False)
+@example("<![CDATA[]]>\na", True)
+def test_merged_text_trims_like_the_pieces(body, raw_text):
+    src = f"<p>{body}</p>"
+    names = frozenset({"p"}) if raw_text else frozenset()
+    pieces = scan(src, ScanOptions(names, names))
+    merged = scan(src, ScanOptions(names, names, merge_text=True))
+    assert (pieces.error is None) == (merged.error is None)
+    if pieces.ok:
+        want, got = pieces.nodes[0].children, merged.nodes[0].children
+        assert _join_text(got) == _join_text(want)
+        content = [t.start for t in want if not t.layout]
+        assert [t.start for t in got if not t.layout] == content[:1]

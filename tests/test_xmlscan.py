@@ -160,3 +160,121 @@ def test_scan_never_raises(text):
     for opts in (ScanOptions(), FUNCTION_OPTS):
         r = scan(text, opts)
         assert r.ok or (r.nodes == [] and 0 <= r.error.position <= len(text))
+
+
+# -- merged text runs (ScanOptions.merge_text) ---------------------------------------------
+
+MERGED = ScanOptions(merge_text=True)
+MERGED_FUNCTION = ScanOptions(FUNCTION_OPTS.raw_text, FUNCTION_OPTS.structural, merge_text=True)
+
+
+def test_merged_run_is_one_text_with_its_plain_ends_marked():
+    r = scan("<a>\n x &amp; &#x3C;<![CDATA[<b>]]>y </a>", MERGED)
+    (piece,) = only(r.nodes).children
+    assert piece.value == "\n x & <<b>y "
+    assert (piece.start, piece.literal, piece.layout) == (3, False, False)
+    # plain "\n x " before the first reference, plain "y " after the CDATA
+    assert (piece.head, piece.tail) == (4, 2)
+
+
+def test_merged_run_of_references_only_is_literal():
+    (piece,) = only(scan("<a>&lt;&gt;</a>", MERGED).nodes).children
+    assert (piece.value, piece.literal, piece.head, piece.tail) == ("<>", True, 0, 0)
+
+
+def test_merged_layout_and_start_of_the_first_content():
+    src = "<a>\n  <b/>  &#32;</a>"
+    first, _, last = only(scan(src, MERGED).nodes).children
+    assert first.layout and first.value == "\n  "
+    assert not last.layout and last.value == "   "
+    assert last.start == src.index("&#32;")  # the reference, not the layout before it
+
+
+def test_merged_raw_element_keeps_angle_brackets_and_decodes_in_bulk():
+    src = "<function=f><parameter=code>if a<b &amp;&amp; c > d: <div>x</div></parameter></function>"
+    param = only(only(scan(src, MERGED_FUNCTION).nodes).children)
+    assert [c.value for c in param.children] == ["if a<b && c > d: <div>x</div>"]
+
+
+def pieces_view(nodes: list) -> list:
+    """A tree as nested (name, attrs, value, children) with each text run joined."""
+    out: list = []
+    for node in nodes:
+        if isinstance(node, Text):
+            if out and isinstance(out[-1], str):
+                out[-1] += node.value
+            else:
+                out.append(node.value)
+        else:
+            out.append((node.name, node.attrs, node.value, pieces_view(node.children)))
+    return out
+
+
+def fault(r) -> tuple | None:
+    e = r.error
+    return None if e is None else (e.kind, e.position, e.message, e.expected, e.open_name)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FRAGMENTS | st.text(max_size=3), max_size=30).map("".join))
+def test_merged_scan_reads_the_same_as_piece_by_piece(text):
+    for opts in (ScanOptions(), FUNCTION_OPTS):
+        merged = ScanOptions(opts.raw_text, opts.structural, merge_text=True)
+        a, b = scan(text, opts), scan(text, merged)
+        assert fault(a) == fault(b)
+        assert pieces_view(a.nodes) == pieces_view(b.nodes)
+
+
+# -- find_missing_closes -------------------------------------------------------------------
+
+
+def mend_by_rescanning(text: str, opts: ScanOptions) -> str:
+    """The plain definition: insert the expected close tag where the scan stops, scan again."""
+    while True:
+        err = scan(text, opts).error
+        if err is None or err.expected is None:
+            return text
+        if err.kind == xs.UNCLOSED:
+            text = text[: err.position] + err.expected + text[err.position :]
+        elif err.kind == xs.UNTERMINATED_TAG and err.expected.startswith(
+            "".join(text[err.position :].split())
+        ) and text[err.position :].strip():
+            text = text[: err.position] + err.expected
+        else:
+            return text
+
+
+@pytest.mark.parametrize(
+    ("src", "inserts", "end"),
+    [
+        ("<a><b>x</a>", [(7, "</b>")], 11),
+        ("<a>x", [(4, "</a>")], 4),
+        ("<a><b>x</", [(7, "</b>"), (9, "</a>")], 7),
+        ("<a>x</b></a>", [], 12),
+    ],
+)
+def test_find_missing_closes(src, inserts, end):
+    mends = xs.find_missing_closes(src)
+    assert (mends.inserts, mends.end) == (inserts, end)
+    assert mends.apply(src) == mend_by_rescanning(src, ScanOptions())
+
+
+def test_find_missing_closes_keeps_the_scan_when_nothing_is_missing():
+    mends = xs.find_missing_closes("<a>x</a>")
+    assert mends.result is not None and pieces_view(mends.result.nodes) == [("a", {}, None, ["x"])]
+    assert xs.find_missing_closes("<a>x").result is None
+
+
+def test_find_missing_closes_closes_thousands_of_raw_elements():
+    n = 3_000
+    src = "<function=f>" + "".join(f"<parameter=p{i}>v{i} < 1\n" for i in range(n))
+    fixed = xs.find_missing_closes(src, FUNCTION_OPTS).apply(src)
+    assert fixed.count("</parameter>") == n and fixed.endswith("</parameter></function>")
+    assert scan(fixed, FUNCTION_OPTS).ok
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FRAGMENTS | st.text(max_size=3), max_size=30).map("".join))
+def test_one_pass_mends_as_rescanning_does(text):
+    for opts in (ScanOptions(), FUNCTION_OPTS):
+        assert xs.find_missing_closes(text, opts).apply(text) == mend_by_rescanning(text, opts)
