@@ -88,14 +88,26 @@ def check_heuristic(h: object, phase: Phase | None = None) -> None:
 
 
 def same_value(a: object, b: object) -> bool:
-    """Equality that also compares types, so that ``1``, ``1.0`` and ``True`` differ."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)  # type: ignore[attr-defined,index]
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(map(same_value, a, b))  # type: ignore[arg-type]
-    return a == b
+    """Equality that also compares types, so that ``1``, ``1.0`` and ``True`` differ.
+
+    Iterative, so deeply nested values cannot exhaust the stack.
+    """
+    pending = [(a, b)]
+    while pending:
+        x, y = pending.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, dict):
+            if x.keys() != y.keys():  # type: ignore[attr-defined]
+                return False
+            pending.extend((x[k], y[k]) for k in x)  # type: ignore[index]
+        elif isinstance(x, list | tuple):
+            if len(x) != len(y):  # type: ignore[arg-type]
+                return False
+            pending.extend(zip(x, y, strict=True))  # type: ignore[call-overload]
+        elif x != y:
+            return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -71,13 +71,17 @@ def repair_json(text: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairResult:
     Strips code fences and prose around the value, and reports every repair it makes.
     Never raises: problems come back as ``errors`` with ``ok=False`` and ``value=None``.
     """
+    return _encodable(text, _repair_json(text, limits))
+
+
+def _repair_json(text: str, limits: Limits) -> RepairResult:
     if not isinstance(text, str):
         return _failed([], INVALID_JSON, 0, f"expected text (str), got {type(text).__name__}")
     if len(text) > limits.max_chars:
         return _too_large(text, limits)
     found, value = _strict(text, limits)
     if found:
-        return _encodable(text, RepairResult(True, value))
+        return RepairResult(True, value)
     reader = _Reader(text, limits)
     try:
         start = reader.locate_start()
@@ -87,7 +91,7 @@ def repair_json(text: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairResult:
         return reader.failed(failure)
     except Exception as exc:  # a bug must still not escape to the caller
         return _failed(list(reader.repairs), INTERNAL_ERROR, 0, f"JSON repair failed: {exc!r}")
-    return _encodable(text, RepairResult(True, value, list(reader.repairs)))
+    return RepairResult(True, value, list(reader.repairs))
 
 
 def repair_json_prefix(
@@ -98,6 +102,11 @@ def repair_json_prefix(
     Returns the result and the offset just past what was consumed (``pos`` on failure).
     Does not strip prose or fences and does not look beyond the value.
     """
+    result, end = _repair_json_prefix(text, pos, limits)
+    return _encodable(text, result), end
+
+
+def _repair_json_prefix(text: str, pos: int, limits: Limits) -> tuple[RepairResult, int]:
     if not isinstance(text, str):
         return _failed([], INVALID_JSON, 0, "expected text (str)"), pos
     if len(text) > limits.max_chars:
@@ -108,7 +117,7 @@ def repair_json_prefix(
     if start < len(text) and text[start] in "{[":
         found, value, end = _strict_prefix(text, start, limits)
         if found:
-            return _encodable(text, RepairResult(True, value)), end
+            return RepairResult(True, value), end
     reader = _Reader(text, limits)
     try:
         value, end = reader.parse(pos)
@@ -116,22 +125,28 @@ def repair_json_prefix(
         return reader.failed(failure), pos
     except Exception as exc:  # a bug must still not escape to the caller
         return _failed(list(reader.repairs), INTERNAL_ERROR, 0, f"JSON repair failed: {exc!r}"), pos
-    return _encodable(text, RepairResult(True, value, list(reader.repairs))), end
+    return RepairResult(True, value, list(reader.repairs)), end
 
 
 def _encodable(text: str, result: RepairResult) -> RepairResult:
-    """Replace lone surrogates (raw, or from ``\\uD800`` escapes) so the value encodes as UTF-8.
+    """Replace lone surrogates (raw, or from ``\\uD800`` escapes) so the result encodes as UTF-8.
 
-    Only texts that could hold one are walked: non-ASCII ones, or ones with ``\\u`` escapes.
+    Only results of texts that could hold one are walked: non-ASCII texts, or ones with
+    ``\\u`` escapes. Error messages and details may quote the text, so they are cleaned too.
     """
-    if text.isascii() and "\\u" not in text:
+    if not isinstance(text, str) or (text.isascii() and "\\u" not in text):
         return result
-    from codec.normalize import SURROGATE_REPLACED, replace_surrogates_in
+    from codec.normalize import (
+        SURROGATE_REPLACED,
+        replace_surrogates_in,
+        replace_surrogates_in_errors,
+    )
 
     value, changed = replace_surrogates_in(result.value)
     if changed:
         result.value = value
         result.repairs.append(SURROGATE_REPLACED)
+    replace_surrogates_in_errors(result.errors)
     return result
 
 

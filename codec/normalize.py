@@ -14,6 +14,8 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
+from codec.errors import CodecError
+
 BIDI_CONTROLS: frozenset[str] = frozenset(
     "\u200e\u200f"  # LEFT-TO-RIGHT MARK, RIGHT-TO-LEFT MARK
     "\u202a\u202b\u202c\u202d\u202e"  # embeddings and overrides, POP DIRECTIONAL FORMATTING
@@ -73,7 +75,25 @@ def replace_surrogates_in(value: Any) -> tuple[Any, bool]:
     return _walk(value, clean, lambda key, _obj, _out: clean(key)), bool(found)
 
 
-def normalize_payload(value: Any, *, nfkc_strings: bool = False) -> tuple[Any, list[str]]:
+class NestingTooDeep(ValueError):
+    """A payload nests deeper than the limit given to `normalize_payload`."""
+
+
+def replace_surrogates_in_errors(errors: list[CodecError]) -> bool:
+    """`replace_surrogates` over each error's message and details, in place; any replaced?"""
+    changed = False
+    for i, error in enumerate(errors):
+        message, hit = replace_surrogates(error.message)
+        details, hit_details = replace_surrogates_in(error.details)
+        if hit or hit_details:
+            errors[i] = CodecError(error.code, message, details)
+            changed = True
+    return changed
+
+
+def normalize_payload(
+    value: Any, *, nfkc_strings: bool = False, max_depth: int | None = None
+) -> tuple[Any, list[str]]:
     """Remove bidi controls from the keys and strings of a parsed payload; NFKC its keys.
 
     String values are NFKC-folded too when *nfkc_strings* is true; otherwise they keep their
@@ -86,6 +106,8 @@ def normalize_payload(value: Any, *, nfkc_strings: bool = False) -> tuple[Any, l
 
     If normalising a key would make it collide with another key of the same object, that key
     is left as it was: merging the two would silently drop a value.
+
+    Raises `NestingTooDeep` when containers nest deeper than *max_depth* (if given).
     """
     repairs: list[str] = []
 
@@ -95,7 +117,7 @@ def normalize_payload(value: Any, *, nfkc_strings: bool = False) -> tuple[Any, l
     def clean_key(key: str, obj: dict, out: dict | None) -> str:
         return _clean_key(key, obj, out, repairs)
 
-    return _walk(value, clean_value, clean_key), repairs
+    return _walk(value, clean_value, clean_key, max_depth), repairs
 
 
 def _note(repairs: list[str], repair: str) -> None:
@@ -123,28 +145,68 @@ StrFn = Callable[[str], str]
 KeyFn = Callable[[str, dict, "dict | None"], str]  # (key, original object, copy so far)
 
 
-def _walk(value: Any, clean: StrFn, clean_key: KeyFn) -> Any:
+class _Frame:
+    """One open container of the walk. Its copy is made lazily, on the first change."""
+
+    __slots__ = ("node", "items", "i", "out", "key", "new_key")
+
+    def __init__(self, node: dict | list, key: Any = None, new_key: Any = None) -> None:
+        self.node = node
+        self.items = list(node.items()) if isinstance(node, dict) else node
+        self.i = 0
+        self.out: dict | list | None = None
+        self.key, self.new_key = key, new_key  # where this container sits in its parent
+
+    def put(self, key: Any, new_key: Any, old: Any, new: Any) -> None:
+        """Record the (possibly changed) entry just visited, at index ``self.i - 1``."""
+        if self.out is None and (new_key is not key or new is not old):
+            idx = self.i - 1
+            self.out = dict(islice(self.node.items(), idx)) if isinstance(
+                self.node, dict) else self.node[:idx]
+        if self.out is None:
+            return
+        if isinstance(self.out, dict):
+            self.out[new_key] = new
+        else:
+            self.out.append(new)
+
+    def result(self) -> dict | list:
+        return self.node if self.out is None else self.out
+
+
+def _walk(value: Any, clean: StrFn, clean_key: KeyFn, max_depth: int | None = None) -> Any:
+    """Apply ``clean`` to every string and ``clean_key`` to every key, iteratively.
+
+    An explicit stack, so that nesting as deep as the parsers allow cannot exhaust Python's.
+    """
+    limit = max_depth if max_depth is not None else -1
     if isinstance(value, str):
         return clean(value)
-    if isinstance(value, dict):
-        return _walk_dict(value, clean, clean_key)
-    if isinstance(value, list):
-        return _walk_list(value, clean, clean_key)
-    return value
-
-
-def _walk_dict(obj: dict, clean: StrFn, clean_key: KeyFn) -> dict:
-    out: dict | None = None  # copy made lazily, on the first change
-    for i, (key, item) in enumerate(obj.items()):
-        new_key = key
-        if isinstance(key, str):
-            new_key = clean_key(key, obj, out)
-        new_item = _walk(item, clean, clean_key)
-        if out is None and (new_key is not key or new_item is not item):
-            out = dict(islice(obj.items(), i))
-        if out is not None:
-            out[new_key] = new_item
-    return obj if out is None else out
+    if not isinstance(value, dict | list):
+        return value
+    stack = [_Frame(value)]
+    while True:
+        frame = stack[-1]
+        if frame.i < len(frame.items):
+            entry = frame.items[frame.i]
+            frame.i += 1
+            is_dict = isinstance(frame.node, dict)
+            key, child = entry if is_dict else (None, entry)
+            new_key = key
+            if is_dict and isinstance(key, str):
+                new_key = clean_key(key, frame.node, frame.out)  # type: ignore[arg-type]
+            if isinstance(child, dict | list):
+                if len(stack) == limit:
+                    raise NestingTooDeep(f"the payload nests deeper than {limit} levels")
+                stack.append(_Frame(child, key, new_key))
+                continue
+            frame.put(key, new_key, child, clean(child) if isinstance(child, str) else child)
+            continue
+        stack.pop()
+        done = frame.result()
+        if not stack:
+            return done
+        stack[-1].put(frame.key, frame.new_key, frame.node, done)
 
 
 def _clean_key(key: str, obj: dict, out: dict | None, repairs: list[str]) -> str:
@@ -157,14 +219,3 @@ def _clean_key(key: str, obj: dict, out: dict | None, repairs: list[str]) -> str
     for repair in local:
         _note(repairs, repair)
     return new_key
-
-
-def _walk_list(items: list, clean: StrFn, clean_key: KeyFn) -> list:
-    out: list | None = None
-    for i, item in enumerate(items):
-        new_item = _walk(item, clean, clean_key)
-        if out is None and new_item is not item:
-            out = items[:i]
-        if out is not None:
-            out.append(new_item)
-    return items if out is None else out

@@ -422,7 +422,12 @@ def _encodable(result: DecodeResult) -> DecodeResult:
     Python strings may hold them (``surrogateescape``, ``\\uD800`` escapes); JSON cannot.
     One character replaces one, so spans stay valid.
     """
-    from codec.normalize import SURROGATE_REPLACED, replace_surrogates, replace_surrogates_in
+    from codec.normalize import (
+        SURROGATE_REPLACED,
+        replace_surrogates,
+        replace_surrogates_in,
+        replace_surrogates_in_errors,
+    )
 
     changed = False
     result.content, hit = replace_surrogates(result.content)
@@ -431,16 +436,15 @@ def _encodable(result: DecodeResult) -> DecodeResult:
         result.reasoning, hit = replace_surrogates(result.reasoning)
         changed |= hit
     for call in result.calls:
-        call.arguments, hit = replace_surrogates_in(call.arguments)
+        try:
+            orjson.dumps(call.arguments)  # C speed; fails on a surrogate (or deep nesting)
+            continue
+        except TypeError:
+            call.arguments, hit = replace_surrogates_in(call.arguments)
         if hit:
             call.repairs.append(SURROGATE_REPLACED)
             changed = True
-    for i, error in enumerate(result.errors):
-        message, hit = replace_surrogates(error.message)
-        details, hit_details = replace_surrogates_in(error.details)
-        if hit or hit_details:
-            result.errors[i] = CodecError(error.code, message, details)
-            changed = True
+    changed |= replace_surrogates_in_errors(result.errors)
     if changed and SURROGATE_REPLACED not in result.repairs:
         result.repairs.append(SURROGATE_REPLACED)
     return result

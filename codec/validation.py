@@ -14,7 +14,8 @@ from codec.errors import (
     UNKNOWN_TOOL,
     CodecError,
 )
-from codec.normalize import normalize_payload
+from codec.limits import DEFAULT_LIMITS
+from codec.normalize import NestingTooDeep, normalize_payload
 from codec.result import ValidationResult
 from codec.tools import ToolRegistry, ToolSpec
 
@@ -69,14 +70,18 @@ def validate_call(
     if error is not None:
         return ValidationResult(False, arguments, repairs, [error])
     try:
-        arguments, found = normalize_payload(arguments, nfkc_strings=nfkc_strings)
+        arguments, found = normalize_payload(
+            arguments, nfkc_strings=nfkc_strings, max_depth=DEFAULT_LIMITS.max_depth
+        )
         _extend(repairs, found)
         arguments, found, valid = coerce_checked(spec, arguments, text_values=text_values)
         _extend(repairs, found)
         errors = [] if valid else check_arguments(spec, arguments)
-    except RecursionError:
+    except (NestingTooDeep, RecursionError):
         error = CodecError(
-            NESTING_TOO_DEEP, "arguments are nested too deeply to check", {"tool": spec.name}
+            NESTING_TOO_DEEP,
+            f"arguments of {spec.name!r} nest deeper than {DEFAULT_LIMITS.max_depth} levels",
+            {"tool": spec.name, "limit": DEFAULT_LIMITS.max_depth},
         )
         return ValidationResult(False, arguments, repairs, [error])
     return ValidationResult(not errors, arguments, repairs, errors)

@@ -56,3 +56,20 @@ def test_replacement_is_named_and_keeps_offsets() -> None:
     marked = parse_kindaxml("x\udc00y")
     assert marked.recoveries[0].reason == "surrogate_replaced"
     assert marked.recoveries[0].position == 1
+
+
+def test_deep_arguments_never_exhaust_the_stack() -> None:
+    tools = [{"name": "g", "parameters": {"type": "object", "properties": {
+        "a": {"type": "array", "items": {"type": "array"}}}}}]
+    deep = "[" * 500 + "1" + "]" * 500
+    for text in (f'<tool_call>{{"name": "g", "arguments": {{"a": {deep}}}}}</tool_call>',
+                 f"<tool_call><function=g><parameter=a>{deep}</parameter></function></tool_call>",
+                 f"<g><a>{deep}</a></g>"):
+        result = codec.decode(text + "\ud800", tools=tools)
+        assert result.ok, result.errors
+        assert "text.surrogate_replaced" in result.to_dict()["repairs"]
+    too_deep: object = "x"
+    for _ in range(5000):
+        too_deep = [too_deep]
+    result = codec.validate("g", {"a": too_deep}, tools=tools)
+    assert [e.code for e in result.errors] == ["nesting_too_deep"]
