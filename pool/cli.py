@@ -1,0 +1,179 @@
+"""The ``toolcodec`` command: decode, repair, kindaxml, worker.
+
+Exit codes: 0 the result was printed and says ``ok``; 1 the result was printed and says
+``ok: false`` (or the job did not finish: timeout, lost worker); 2 usage errors, unreadable input
+or a bad tools file, reported on one line of stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = 0, 1, 2
+
+
+class CliError(Exception):
+    """A problem the user can fix; printed as one line, exit 2."""
+
+
+def _read_text(source: str) -> str:
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else _read_file(source)
+    except OSError as exc:
+        raise CliError(f"cannot read {source}: {exc.strerror or exc}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{source} is not UTF-8 (bad byte at offset {exc.start})") from exc
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _load_tools(path: str | None) -> list[dict[str, Any]] | None:
+    if path is None:
+        return None
+    text = _read_text(path)
+    try:
+        tools = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise CliError(f"tools file {path} is not valid JSON: {exc}") from exc
+    from codec.tools import InvalidToolsError, ToolRegistry
+
+    if not isinstance(tools, list):
+        raise CliError(f"tools file {path} must hold a JSON array of tool definitions")
+    try:
+        ToolRegistry.from_tools(tools)
+    except InvalidToolsError as exc:
+        raise CliError(f"tools file {path}: {exc}") from exc
+    return tools
+
+
+def _message_from(text: str, source: str) -> dict[str, Any]:
+    try:
+        message = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise CliError(f"--message: {source} is not a JSON object: {exc}") from exc
+    if not isinstance(message, dict):
+        raise CliError(f"--message: {source} must hold a JSON object (an assistant message)")
+    return message
+
+
+def _print(result: dict[str, Any]) -> int:
+    sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
+    return EXIT_OK if result.get("ok") else EXIT_NOT_OK
+
+
+def _run_job(op: str, payload: dict[str, Any], args: argparse.Namespace) -> int:
+    """Run one codec job in process or on the embedded process pool, print its result."""
+    if args.in_process:
+        from worker.jobs import run_job
+
+        deadline = time.time() + args.timeout_ms / 1000
+        envelope = run_job({"id": "cli", "op": op, "payload": payload, "deadline": deadline})
+    else:
+        from pool import Pool
+
+        with Pool(backend="process", workers=1, timeout_ms=args.timeout_ms) as pool:
+            envelope = pool.submit(op, payload)
+    if envelope["status"] != "ok":
+        error = envelope.get("error") or {}
+        detail = error.get("message") or envelope["status"]
+        print(f"toolcodec {op}: {envelope['status']}: {detail}", file=sys.stderr)
+        return EXIT_NOT_OK
+    return _print(envelope["result"])
+
+
+def _cmd_decode(args: argparse.Namespace) -> int:
+    tools = _load_tools(args.tools)
+    text = _read_text(args.input)
+    payload: dict[str, Any] = {"tools": tools or []}
+    if args.message:
+        payload["message"] = _message_from(text, args.input)
+    else:
+        payload["text"] = text
+    return _run_job("decode", payload, args)
+
+
+def _cmd_repair(args: argparse.Namespace) -> int:
+    return _run_job("repair", {"text": _read_text(args.input)}, args)
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from worker.rq_worker import run
+
+    return run(
+        args.redis_url,
+        queue=args.queue,
+        concurrency=args.concurrency,
+        metrics_port=args.metrics_port,
+    )
+
+
+def _job_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", nargs="?", default="-", metavar="FILE|-",
+                        help="model output to read (default: standard input)")
+    parser.add_argument("--timeout-ms", type=int, default=2000,
+                        help="budget for the job in milliseconds (default: 2000)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the codec in this process instead of the embedded worker pool")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolcodec",
+        description="Decode, repair and validate tool calls emitted by language models.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    decode = sub.add_parser("decode", help="decode tool calls from a model output")
+    decode.add_argument("--tools", metavar="FILE",
+                        help="JSON array of tool definitions (OpenAI style)")
+    decode.add_argument("--message", action="store_true",
+                        help="the input is an OpenAI assistant message (JSON object)")
+    _job_options(decode)
+
+    repair = sub.add_parser("repair", help="repair malformed JSON")
+    _job_options(repair)
+
+    sub.add_parser("kindaxml", help="parse KindaXML annotations (see `toolcodec kindaxml -h`)",
+                   add_help=False)
+
+    worker = sub.add_parser("worker", help="run RQ workers that execute codec jobs from Redis")
+    worker.add_argument("--redis-url", required=True, help="e.g. redis://127.0.0.1:6379/0")
+    worker.add_argument("--queue", default="toolcodec", help="queue name (default: toolcodec)")
+    worker.add_argument("--concurrency", type=int, default=1,
+                        help="worker processes to supervise (default: 1)")
+    worker.add_argument("--metrics-port", type=int, default=None,
+                        help="serve Prometheus metrics on this port")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv and argv[0] == "kindaxml":
+        # KindaXML has its own argument parser; hand it the rest untouched.
+        from codec.kindaxml.cli import cli_main
+
+        return cli_main(argv[1:])
+    args = parser.parse_args(argv)
+    handlers = {"decode": _cmd_decode, "repair": _cmd_repair, "worker": _cmd_worker}
+    try:
+        return handlers[args.command](args)
+    except CliError as exc:
+        print(f"toolcodec {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

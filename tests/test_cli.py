@@ -1,0 +1,108 @@
+"""The ``toolcodec`` command, run as a user would: a subprocess with real files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "pool.cli", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("mode", [[], ["--in-process"]])
+def test_decode_example_through_pool_and_in_process(mode: list[str]) -> None:
+    proc = run_cli("decode", *mode, "--tools", str(EXAMPLES / "tools.json"),
+                   str(EXAMPLES / "output.txt"))
+    assert proc.returncode == 0, proc.stderr.decode()
+    result = json.loads(proc.stdout)
+    assert result["path"] == "xml"
+    assert [c["name"] for c in result["calls"]] == ["get_weather", "search_files"]
+    weather, search = (c["arguments"] for c in result["calls"])
+    assert weather == {"city": "תל אביב", "days": 3}
+    assert search == {"pattern": "func.*&&.*return", "case_sensitive": True}
+    assert result["reasoning"] == "The user wants the weather in Tel Aviv and a search."
+    assert result["content"].startswith("Let me check that for you.")
+    assert result["content"].endswith("I'll report back shortly.")
+    assert "text.bidi_removed" in result["repairs"]
+
+
+def test_decode_reads_stdin_and_message_mode() -> None:
+    message = {
+        "role": "assistant",
+        "content": "On it.",
+        "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{'city': 'Paris',}"}}],
+    }
+    proc = run_cli("decode", "--in-process", "--message", "--tools",
+                   str(EXAMPLES / "tools.json"), "-", stdin=json.dumps(message).encode())
+    assert proc.returncode == 0, proc.stderr.decode()
+    result = json.loads(proc.stdout)
+    assert result["path"] == "native"
+    assert result["calls"][0]["arguments"] == {"city": "Paris"}
+    assert result["content"] == "On it."
+
+
+def test_repair_prints_result_and_exit_code_follows_ok() -> None:
+    good = run_cli("repair", "--in-process", "-", stdin=b"{'a': 1, 'b': [1, 2,],}")
+    assert good.returncode == 0
+    assert json.loads(good.stdout)["value"] == {"a": 1, "b": [1, 2]}
+    bad = run_cli("repair", "--in-process", "-", stdin=b'{"amount": 100 * 3}')
+    assert bad.returncode == 1
+    assert json.loads(bad.stdout)["errors"][0]["code"] == "arithmetic_expression"
+
+
+def test_bad_tools_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text('[{"type": "function", "function": {"parameters": {}}}]')
+    proc = run_cli("decode", "--tools", str(tools), str(EXAMPLES / "output.txt"))
+    assert proc.returncode == 2
+    assert proc.stdout == b""
+    lines = proc.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("toolcodec decode: tools file")
+
+
+@pytest.mark.parametrize("content", [b"not json", b'{"a": 1}'])
+def test_tools_file_that_is_not_a_tool_list(tmp_path: Path, content: bytes) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_bytes(content)
+    proc = run_cli("decode", "--tools", str(tools), str(EXAMPLES / "output.txt"))
+    assert proc.returncode == 2
+    assert len(proc.stderr.decode().strip().splitlines()) == 1
+
+
+def test_unreadable_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    missing = run_cli("repair", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2
+    assert "cannot read" in missing.stderr.decode()
+    binary = tmp_path / "bin.json"
+    binary.write_bytes(b'{"a": "\xff"}')
+    proc = run_cli("repair", str(binary))
+    assert proc.returncode == 2
+    assert "not UTF-8" in proc.stderr.decode()
+    assert len(proc.stderr.decode().strip().splitlines()) == 1
+
+
+def test_kindaxml_subcommand() -> None:
+    proc = run_cli("kindaxml", "--tags", "cite", "-",
+                   stdin=b'We shipped <cite id="1">last week</cite>.')
+    assert proc.returncode == 0, proc.stderr.decode()
+    result = json.loads(proc.stdout)
+    texts = [s["text"] for s in result["segments"]]
+    assert "".join(texts) == "We shipped last week."
+    cited = [s for s in result["segments"] if s["annotations"]]
+    assert cited[0]["text"] == "last week"
+    assert cited[0]["annotations"][0]["tag"] == "cite"
