@@ -11,15 +11,14 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from codec.jsonrepair import repair_json
 from codec.result import RepairResult
+from tests.peers import PEERS
 
-PEERS = Path("/work/shared/peers")
 FILES = ("json_repair_cases.jsonl", "jsonrepair_js_cases.jsonl")
 # Pass rates reached when this floor was set, minus a small margin, so a regression fails.
 FLOORS = {"json_repair_cases.jsonl": 0.65, "jsonrepair_js_cases.jsonl": 0.85}

@@ -2,7 +2,7 @@
 
     python tests/benchmarks/peers_toolcall_report.py [--format hermes] [--failures 10]
 
-Cases come from ``/work/shared/peers/toolcall_cases.jsonl`` (non-streaming only). A case
+Cases come from ``../shared/peers/toolcall_cases.jsonl`` (non-streaming only). A case
 passes on *calls* when the decoded calls (name and arguments, in order) equal the peer's,
 and on *content* when, in addition, our stripped ``content`` equals the peer's stripped
 content (cases that record no content count on calls alone).
@@ -25,7 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-CASES = Path("/work/shared/peers/toolcall_cases.jsonl")
+from tests.peers import PEERS  # noqa: E402
+
+CASES = PEERS / "toolcall_cases.jsonl"
 # Formats toolcodec claims to decode, and the ones it does not (reported for information).
 CLAIMED = ("hermes", "qwen_xml", "morph_xml", "json")
 
