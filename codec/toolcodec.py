@@ -233,7 +233,7 @@ class ToolCallCodec:
                 cut = envelopes.trailing_partial_close(payload, _TOOL_CALL_CLOSE)
                 payload = payload[:len(payload) - cut]
         if block.fmt == "tool_element":
-            payload = text[block.start:block.body_end]  # the decoder wants the <tool> tags
+            payload = text[block.start:block.end]  # the decoder wants the <tool> tags
         payload, changed = _strip_bidi(payload)
         if changed:
             base.append("text.bidi_removed")

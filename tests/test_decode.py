@@ -284,6 +284,13 @@ def test_tool_element(tc):
                   "</arguments></tool>")
     assert r.ok, r.errors
     assert calls(r) == [("get_weather", {"city": "Oslo"})]
+    assert r.repairs == []  # well-formed: nothing to balance
+
+
+def test_unclosed_tool_element_is_balanced_and_named(tc):
+    r = tc.decode("<tool><tool_name>get_weather</tool_name><arguments><city>Oslo</city>")
+    assert r.ok and calls(r) == [("get_weather", {"city": "Oslo"})]
+    assert r.repairs == ["xml.balance_tags"]
 
 
 # -- JSON in text -----------------------------------------------------------------------------
