@@ -328,7 +328,6 @@ class _Reader:
         fast_value, fast_after, fast_key = _FAST_VALUE.match, _FAST_AFTER.match, _FAST_KEY.match
         fast_member, next_member = _FAST_MEMBER.match, _FAST_NEXT_MEMBER.match
         next_item = _FAST_NEXT_ITEM.match
-        words, to_number = _JSON_WORDS, scan.to_number
         stack: list[Any] = []  # open containers, innermost last
         keys: list[Any] = []  # per container: the key whose value is being read (dicts)
         top: Any = None  # stack[-1], or None at the top level
@@ -453,31 +452,13 @@ class _Reader:
                 if is_list:
                     m = next_item(text, pos)
                     while m is not None:
-                        value = m.group(1)
-                        if value is None:
-                            value = m.group(2)
-                            if value is None:
-                                value = words[m.group(5)]
-                            elif m.group(3) or m.group(4) or len(value) > 18:
-                                value = to_number(value, bool(m.group(3) or m.group(4)), rep)
-                            else:
-                                value = int(value)
-                        top.append(value)
+                        top.append(_scalar(m, 1, rep))
                         pos = m.end()
                         m = next_item(text, pos)
                 else:
                     m = next_member(text, pos)
                     while m is not None:
-                        value = m.group(2)
-                        if value is None:
-                            value = m.group(3)
-                            if value is None:
-                                value = words[m.group(6)]
-                            elif m.group(4) or m.group(5) or len(value) > 18:
-                                value = to_number(value, bool(m.group(4) or m.group(5)), rep)
-                            else:
-                                value = int(value)
-                        top[m.group(1)] = value
+                        top[m.group(1)] = _scalar(m, 2, rep)
                         pos = m.end()
                         m = next_member(text, pos)
                 m = fast_after(text, pos)
@@ -524,15 +505,7 @@ class _Reader:
             m = fast_member(text, pos)
             if m is not None:
                 keys[-1] = m.group(1)
-                value = m.group(2)
-                if value is None:
-                    value = m.group(3)
-                    if value is None:
-                        value = words[m.group(6)]
-                    elif m.group(4) or m.group(5) or len(value) > 18:
-                        value = to_number(value, bool(m.group(4) or m.group(5)), rep)
-                    else:
-                        value = int(value)
+                value = _scalar(m, 2, rep)
                 pos, state = m.end(), _AFTER
                 continue
             m = fast_key(text, pos)
@@ -619,6 +592,20 @@ class _Reader:
         raise ScanFailure(ARITHMETIC_EXPRESSION, vstart,
                           f"{kind} `{expression}` is not a JSON value: send its result",
                           expression=expression)
+
+
+def _scalar(m: re.Match[str], g: int, rep: dict[str, None]) -> Any:
+    """The value of a fast-path scalar match whose string group is ``g``: a string, a number
+    (groups ``g+1`` to ``g+3``: digits, fraction, exponent) or a JSON word (``g+4``)."""
+    value = m.group(g)
+    if value is not None:
+        return value
+    number = m.group(g + 1)
+    if number is None:
+        return _JSON_WORDS[m.group(g + 4)]
+    if m.group(g + 2) or m.group(g + 3) or len(number) > 18:
+        return scan.to_number(number, bool(m.group(g + 2) or m.group(g + 3)), rep)
+    return int(number)
 
 
 def _close_all(stack: list[Any], keys: list[Any]) -> Any:
