@@ -19,6 +19,8 @@ from codec.kindaxml.output import Annotation, Marker, ParseResult, Recovery, Seg
 from codec.kindaxml.parser import Parser
 from codec.normalize import first_surrogate, replace_surrogates
 
+_SURROGATES_MESSAGE = "lone surrogates were replaced by U+FFFD"
+
 __all__ = [
     "Annotation",
     "KindaXMLConfig",
@@ -45,8 +47,7 @@ def parse(text: str, config: KindaXMLConfig | None = None, **options: Any) -> Pa
     at = first_surrogate(text)
     if at is not None:
         text, _ = replace_surrogates(text)
-    result = Parser(text, cfg).run()
+    columns = Parser(text, cfg).run()
     if at is not None:
-        result.recoveries.insert(0, Recovery(
-            "surrogate_replaced", at, "lone surrogates were replaced by U+FFFD"))
-    return result
+        columns.log.insert(0, ("surrogate_replaced", at, _SURROGATES_MESSAGE, None))
+    return ParseResult.from_columns(columns)

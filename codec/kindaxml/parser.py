@@ -1,18 +1,24 @@
-"""Turn KindaXML tokens into output text, annotations and markers (spec §6 recovery rules).
+"""Turn KindaXML tokens into output text, tag spans and a recovery log (spec §6 rules).
 
 At most one recognised tag is open at a time: the next tag auto-closes it (§6.2), and a tag
 closed that way counts as unclosed (§6.3), so its span comes from its recovery strategy.
 Spans are decided once the whole output text is known, since some strategies look ahead.
+
+What a parse keeps per tag is flat: lists of strings, dicts of strings and tuples of those,
+and arrays of ints. The garbage collector stops tracking such tuples and dicts (arrays it
+never tracks), so a large document does not trigger the full collections that one record
+object per tag would, and uses far less memory (see ``columns.py``).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from array import array
+from typing import Any
 
 from codec.kindaxml import attrs as attr_reasons
 from codec.kindaxml.attrs import parse_attrs
+from codec.kindaxml.columns import Columns
 from codec.kindaxml.config import KindaXMLConfig
-from codec.kindaxml.output import Annotation, Marker, ParseResult, Recovery, build_segments
 from codec.kindaxml.spans import Lookahead, resolve, trim
 from codec.kindaxml.tokenizer import CDATA, END, START, TEXT, Token, tokenize
 
@@ -33,24 +39,6 @@ _ATTR_MESSAGES = {
 }
 
 
-class _Tag(NamedTuple):
-    """A recognised start or self-closing tag whose span is not decided yet.
-
-    Stored as a plain tuple of strings and numbers, which the garbage collector stops
-    tracking (it does not untrack tuple subclasses); what is learnt later, such as where the
-    tag closed, lives in the parser's int tables.
-    """
-
-    id: int
-    tag: str
-    attrs: dict[str, Any]
-    source: tuple[int, int]
-    pos: int  # output offset where the tag stood
-    retro_start: int  # where a retro_line span would begin
-    strategy: str
-    self_closing: bool
-    recovery: tuple[str, ...]  # attribute recoveries
-
 
 class Parser:
     """One parse of one document; use :meth:`run` once."""
@@ -62,27 +50,32 @@ class Parser:
         self.length = 0  # length of the output text so far
         self.line_start = 0  # output offset just after the last newline
         self.anchor = 0  # output offset just after the last recognised tag
-        self.open: _Tag | None = None
-        self.waiting: list[_Tag] = []  # self-closing tags that run until the next tag
-        self.tags: list[tuple[Any, ...]] = []  # _Tag fields as plain tuples
-        self.ends: dict[int, int] = {}  # tag id -> output offset of its own end tag
-        self.closes: dict[int, int] = {}  # tag id -> output offset of the next tag
-        self.unclosed: dict[int, str] = {}  # tag id -> why it was closed without an end tag
-        self.recoveries: list[Recovery] = []
+        self.open = -1  # id of the open tag, -1 when none is open
+        self.waiting: list[int] = []  # ids of self-closing tags that run until the next tag
+        # One entry per recognised start or self-closing tag, indexed by tag id: flat lists
+        # and int arrays rather than a record object per tag (see the module docstring).
+        self.names: list[str] = []
+        self.attrs: list[dict[str, Any]] = []
+        self.strategies: list[str] = []
+        self.reasons: list[tuple[str, ...]] = []  # attribute recoveries
+        self.unclosed: list[str | None] = []  # why it was closed without an end tag
+        self.src_starts = array("q")  # the tag's [start, end) in the input
+        self.src_ends = array("q")
+        self.positions = array("q")  # output offset where the tag stood
+        self.retro_starts = array("q")  # where a retro_line span would begin
+        self.end_tags = array("q")  # output offset of its own end tag, or -1
+        self.closes = array("q")  # output offset of the tag that closed it, or -1
+        self.log: list[tuple[str, int, str, str | None]] = []  # Recovery fields
         self._names = _name_table(config)
 
-    def run(self) -> ParseResult:
-        """Consume the whole document and return the result."""
+    def run(self) -> Columns:
+        """Consume the whole document and return its spans and recovery log."""
         handlers = {TEXT: self._text, CDATA: self._cdata, START: self._start, END: self._end}
         for token in tokenize(self.source, self.config.backslash_escapes):
             handlers[token.kind](token)
-        if self.open is not None:
+        if self.open >= 0:
             self._close_unclosed(UNCLOSED_AT_END, None)
-        text = "".join(self.pieces)
-        annotations, markers = self._resolve(text)
-        return ParseResult(
-            text, build_segments(text, annotations), annotations, markers, self.recoveries
-        )
+        return self._resolve("".join(self.pieces))
 
     # -- tokens ------------------------------------------------------------------------
 
@@ -105,31 +98,36 @@ class Parser:
             self._unknown(token)
             return
         self._next_tag(token.start)
-        body = self.source[token.body_start : token.body_end]
-        attrs, reasons = parse_attrs(body, self.config.duplicate_attribute_policy)
-        for reason in reasons:
-            message = _ATTR_MESSAGES[reason].format(policy=self.config.duplicate_attribute_policy)
-            self._log(reason, token.start, tag, f"<{token.name}>: {message}")
+        config = self.config
+        attrs: dict[str, Any] = {}
+        reasons: tuple[str, ...] = ()
+        if token.body_end > token.body_start:  # most tags have no attribute text at all
+            body = self.source[token.body_start : token.body_end]
+            attrs, found = parse_attrs(body, config.duplicate_attribute_policy)
+            for reason in found:
+                message = _ATTR_MESSAGES[reason].format(policy=config.duplicate_attribute_policy)
+                self._log(reason, token.start, tag, f"<{token.name}>: {message}")
+            reasons = tuple(found)
         if token.self_closing:
-            strategy = self.config.self_closing(tag)
+            strategy = config.self_closing(tag)
         else:
-            strategy = self.config.recovery_strategy(tag)
-        record = _Tag(
-            id=len(self.tags),
-            tag=tag,
-            attrs=attrs,
-            source=(token.start, token.end),
-            pos=self.length,
-            retro_start=max(self.line_start, self.anchor),
-            strategy=strategy,
-            self_closing=token.self_closing,
-            recovery=tuple(reasons),
-        )
-        self.tags.append(tuple(record))
+            strategy = config.recovery_strategy(tag)
+        tag_id = len(self.names)
+        self.names.append(tag)
+        self.attrs.append(attrs)
+        self.strategies.append(strategy)
+        self.reasons.append(reasons)
+        self.unclosed.append(None)
+        self.src_starts.append(token.start)
+        self.src_ends.append(token.end)
+        self.positions.append(self.length)
+        self.retro_starts.append(max(self.line_start, self.anchor))
+        self.end_tags.append(-1)
+        self.closes.append(-1)
         if not token.self_closing:
-            self.open = record
+            self.open = tag_id
         elif strategy == "forward_until_tag":
-            self.waiting.append(record)
+            self.waiting.append(tag_id)
         self.anchor = self.length
 
     def _end(self, token: Token) -> None:
@@ -138,9 +136,9 @@ class Parser:
             self._unknown(token)
             return
         self.anchor = self.length
-        if self.open is not None and self.open.tag == tag:
-            self.ends[self.open.id] = self.length
-            self.open = None
+        if self.open >= 0 and self.names[self.open] == tag:
+            self.end_tags[self.open] = self.length
+            self.open = -1
             self._wake(self.length)
             return
         self._next_tag(token.start)  # a stray closer is still a tag: it ends what is open
@@ -189,29 +187,30 @@ class Parser:
 
     def _next_tag(self, source_pos: int) -> None:
         """A tag starts here: auto-close the open tag (§6.2) and end waiting markers."""
-        if self.open is not None:
+        if self.open >= 0:
             self._close_unclosed(AUTOCLOSED, source_pos)
-        self._wake(self.length)
+        if self.waiting:
+            self._wake(self.length)
 
     def _wake(self, pos: int) -> None:
-        for record in self.waiting:
-            self.closes[record.id] = pos
+        for tag_id in self.waiting:
+            self.closes[tag_id] = pos
         self.waiting.clear()
 
     def _close_unclosed(self, reason: str, source_pos: int | None) -> None:
-        record = self.open
-        assert record is not None
-        self.open = None
+        tag_id = self.open
+        self.open = -1
         if source_pos is not None:
-            self.closes[record.id] = self.length
-        self.unclosed[record.id] = reason
+            self.closes[tag_id] = self.length
+        self.unclosed[tag_id] = reason
+        tag = self.names[tag_id]
         where = f"before the next tag at {source_pos}" if source_pos is not None else "at all"
         self._log(
             reason,
-            record.source[0],
-            record.tag,
-            f"<{record.tag}> is not closed {where}; its span was chosen by "
-            f"the {record.strategy} strategy",
+            self.src_starts[tag_id],
+            tag,
+            f"<{tag}> is not closed {where}; its span was chosen by "
+            f"the {self.strategies[tag_id]} strategy",
         )
 
     def _recognise(self, name: str) -> str | None:
@@ -221,55 +220,60 @@ class Parser:
         return self._names.get(key)
 
     def _log(self, reason: str, position: int, tag: str | None, message: str) -> None:
-        self.recoveries.append(Recovery(reason, position, f"{message} (offset {position})", tag))
+        self.log.append((reason, position, f"{message} (offset {position})", tag))
 
     # -- spans -------------------------------------------------------------------------
 
-    def _resolve(self, text: str) -> tuple[list[Annotation], list[Marker]]:
+    def _resolve(self, text: str) -> Columns:
         look = Lookahead(text)
-        annotations: list[Annotation] = []
-        markers: list[Marker] = []
-        for raw in self.tags:
-            record = _Tag._make(raw)
-            recovery = record.recovery
-            if record.id in self.ends:
-                start, end = record.pos, self.ends[record.id]
+        trimming = self.config.trim_punctuation
+        unclosed = self.unclosed
+        recoveries: list[tuple[str, ...]] = []
+        shared: dict[tuple[Any, ...], tuple[str, ...]] = {}  # one tuple per distinct value
+        starts = array("q")
+        stops = array("q")
+        spanned = array("q")
+        markers = array("q")
+        for tag_id, (strategy, pos, end_tag, close) in enumerate(
+            zip(self.strategies, self.positions, self.end_tags, self.closes, strict=True)
+        ):
+            recovery = self.reasons[tag_id]
+            if end_tag >= 0:
+                start, end = pos, end_tag
             else:
                 start, end = resolve(
-                    record.strategy,
-                    look,
-                    record.pos,
-                    self.closes.get(record.id),
-                    record.retro_start,
+                    strategy, look, pos, None if close < 0 else close, self.retro_starts[tag_id]
                 )
-                if self.config.trim_punctuation:
+                if trimming:
                     start, end = trim(text, start, end)
-                if record.id in self.unclosed:
-                    recovery += (self.unclosed[record.id], f"unclosed_{record.strategy}")
+                why = unclosed[tag_id]
+                if why is not None:
+                    key = (recovery, why, strategy)
+                    if key not in shared:
+                        shared[key] = recovery + (why, f"unclosed_{strategy}")
+                    recovery = shared[key]
+            recoveries.append(recovery)
             if end > start:
-                annotations.append(
-                    Annotation(
-                        record.id,
-                        record.tag,
-                        record.attrs,
-                        start,
-                        end,
-                        record.source,
-                        recovery,
-                    )
-                )
-            else:
-                markers.append(
-                    Marker(
-                        record.id,
-                        record.tag,
-                        record.attrs,
-                        record.pos,
-                        record.source,
-                        recovery,
-                    )
-                )
-        return annotations, markers
+                spanned.append(tag_id)
+                starts.append(start)
+                stops.append(end)
+            else:  # an empty span: the tag is a marker where it stood
+                markers.append(tag_id)
+                starts.append(pos)
+                stops.append(pos)
+        return Columns(
+            text,
+            self.names,
+            self.attrs,
+            self.src_starts,
+            self.src_ends,
+            recoveries,
+            starts,
+            stops,
+            spanned,
+            markers,
+            self.log,
+        )
 
 
 def _name_table(config: KindaXMLConfig) -> dict[str, str] | None:
