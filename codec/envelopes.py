@@ -15,6 +15,8 @@ Envelope formats (``Block.fmt``):
 
 A missing close tag makes the block run to the end of the text, except that an unclosed
 ``<tool_call>`` stops where the next ``<tool_call>`` opens. Such blocks have ``closed=False``.
+A tool-name tag that is never closed counts only when a tag (a parameter) follows it: a
+model that writes "use <get_weather> to check" is naming the tool, not calling it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ _FIXED = r"<(?P<fixed>think|tool_call|tool)\s*>|<(?P<function>function=)|(?P<orp
 _CLOSERS = {"think": "</think>", "tool_call": "</tool_call>", "tool": "</tool>"}
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|</?tool_call>')
 _FMT = {"think": "think", "tool_call": "tool_call", "tool": "tool_element"}
+_TAG_NEXT = re.compile(r"\s*<")
 
 
 @dataclass(slots=True)
@@ -79,13 +82,16 @@ def scan(text: str, openers: re.Pattern[str], max_envelopes: int | None = None) 
             pos = m.end()
             continue
         block = _block_at(text, m, openers)
+        if block is None:
+            pos = m.end()
+            continue
         blocks.append(block)
         envelopes += block.is_envelope
         pos = max(block.end, m.end())
     return blocks
 
 
-def _block_at(text: str, m: re.Match[str], openers: re.Pattern[str]) -> Block:
+def _block_at(text: str, m: re.Match[str], openers: re.Pattern[str]) -> Block | None:
     fixed = m.group("fixed")
     if fixed == "tool_call":
         return _tool_call_block(text, m.start(), m.end())
@@ -96,6 +102,8 @@ def _block_at(text: str, m: re.Match[str], openers: re.Pattern[str]) -> Block:
     tag = m.group("tag")
     # The tool-tag body is handed whole (tags included) to the XML decoder.
     block = _closed_block(text, "tool_tag", m.start(), m.start(), f"</{tag}>", len(text))
+    if not block.closed and not _TAG_NEXT.match(text, m.end()):
+        return None  # "use <get_weather> to…": a tool's name in prose, not a cut-off call
     block.tag = tag
     return block
 

@@ -505,3 +505,15 @@ def test_limits_given_as_json_fields():
     assert codes(small.decode("123456")) == [errors.PAYLOAD_TOO_LARGE]
     with pytest.raises(TypeError):
         ToolCallCodec(TOOLS, limits={"max_bytes": 5})
+
+
+def test_tool_name_mentioned_in_prose_is_not_a_call(tc):
+    text = "You can use the <get_weather> tool to check the weather. Anything else?"
+    r = tc.decode(text)
+    assert r.ok and r.path == "none" and r.calls == [] and r.content == text
+
+
+def test_unclosed_tool_tag_followed_by_a_parameter_is_a_cut_off_call(tc):
+    r = tc.decode("Sure: <get_weather>\n<city>Paris</city>")
+    assert r.ok and calls(r) == [("get_weather", {"city": "Paris"})]
+    assert "xml.balance_tags" in r.repairs and r.content == "Sure:"
