@@ -15,8 +15,9 @@ Envelope formats (``Block.fmt``):
 
 A missing close tag makes the block run to the end of the text, except that an unclosed
 ``<tool_call>`` stops where the next ``<tool_call>`` opens. Such blocks have ``closed=False``.
-A tool-name tag that is never closed counts only when a tag (a parameter) follows it: a
-model that writes "use <get_weather> to check" is naming the tool, not calling it.
+An envelope that is never closed counts only when what follows it can be a body (a tag,
+``{`` or ``[``, or the end of the text): a model that writes "use <get_weather> to check" or
+"I will emit a <tool_call> block" is naming the syntax, not calling a tool.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ _FIXED = r"<(?P<fixed>think|tool_call|tool)\s*>|<(?P<function>function=)|(?P<orp
 _CLOSERS = {"think": "</think>", "tool_call": "</tool_call>", "tool": "</tool>"}
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|</?tool_call>')
 _FMT = {"think": "think", "tool_call": "tool_call", "tool": "tool_element"}
-_TAG_NEXT = re.compile(r"\s*<")
+# What an unclosed envelope's body must start with to be a cut-off call: a parameter tag or
+# JSON, or nothing at all (the output stopped right after the opener).
+_BODY_NEXT = re.compile(r"\s*(?:[<{\[]|\Z)")
 
 
 @dataclass(slots=True)
@@ -94,17 +97,18 @@ def scan(text: str, openers: re.Pattern[str], max_envelopes: int | None = None) 
 def _block_at(text: str, m: re.Match[str], openers: re.Pattern[str]) -> Block | None:
     fixed = m.group("fixed")
     if fixed == "tool_call":
-        return _tool_call_block(text, m.start(), m.end())
-    if fixed:
-        return _closed_block(text, _FMT[fixed], m.start(), m.end(), _CLOSERS[fixed], len(text))
-    if m.group("function"):
+        block = _tool_call_block(text, m.start(), m.end())
+    elif fixed:
+        block = _closed_block(text, _FMT[fixed], m.start(), m.end(), _CLOSERS[fixed], len(text))
+    elif m.group("function"):
         return _closed_block(text, "function", m.start(), m.start(), "</function>", len(text))
-    tag = m.group("tag")
-    # The tool-tag body is handed whole (tags included) to the XML decoder.
-    block = _closed_block(text, "tool_tag", m.start(), m.start(), f"</{tag}>", len(text))
-    if not block.closed and not _TAG_NEXT.match(text, m.end()):
-        return None  # "use <get_weather> to…": a tool's name in prose, not a cut-off call
-    block.tag = tag
+    else:
+        tag = m.group("tag")
+        # The tool-tag body is handed whole (tags included) to the XML decoder.
+        block = _closed_block(text, "tool_tag", m.start(), m.start(), f"</{tag}>", len(text))
+        block.tag = tag
+    if block.is_envelope and not block.closed and not _BODY_NEXT.match(text, m.end()):
+        return None  # "use <get_weather> to…", "a <tool_call> block": named, not called
     return block
 
 

@@ -517,3 +517,14 @@ def test_unclosed_tool_tag_followed_by_a_parameter_is_a_cut_off_call(tc):
     r = tc.decode("Sure: <get_weather>\n<city>Paris</city>")
     assert r.ok and calls(r) == [("get_weather", {"city": "Paris"})]
     assert "xml.balance_tags" in r.repairs and r.content == "Sure:"
+
+
+def test_envelope_syntax_named_in_prose_is_not_a_call(tc):
+    for text in ("I will emit a <tool_call> block next.", "The <tool> element holds a call."):
+        r = tc.decode(text)
+        assert r.ok and r.path == "none" and r.content == text
+
+
+def test_output_cut_right_after_an_opener_is_reported(tc):
+    r = tc.decode("ok <tool_call>")
+    assert not r.ok and r.calls == [] and r.content == "ok <tool_call>"
