@@ -191,19 +191,26 @@ class ProcessBackend:
                 slot, started = self._acquire(data, deadline)
             except (QueueFull, Closed) as exc:
                 return self._rejected(op, exc)
-            if slot is None:
+            running = self._start_on(slot, started, data, deadline)
+            if running is None:
                 return self._timeout(op, budget, "no worker became free")
-            if started:
-                break
-            sent = self._deliver(slot, data, deadline)
-            if sent is None:
-                return self._timeout(op, budget, "no worker became free")
-            if sent:
+            if running:
                 break
         if not slot.proc.poll(deadline - time.monotonic()):
             self._revive(slot, "timeout")
             return self._timeout(op, budget, f"worker {slot.proc.pid} is being replaced")
         return self._collect(op, slot)
+
+    def _start_on(
+        self, slot: _Slot | None, started: bool, data: bytes, deadline: float
+    ) -> bool | None:
+        """After an acquire: True when the job runs on ``slot``, False to try another worker
+        (the one handed over had died while idle), None when the deadline passed first."""
+        if slot is None:
+            return None
+        if started:
+            return True
+        return self._deliver(slot, data, deadline)
 
     def _acquire(self, data: bytes, deadline: float) -> tuple[_Slot | None, bool]:
         """A worker for this caller, and whether the releaser already started the job on it."""
@@ -227,14 +234,10 @@ class ProcessBackend:
                 slot, started = await self._aacquire(data, deadline)
             except (QueueFull, Closed) as exc:
                 return self._rejected(op, exc)
-            if slot is None:
+            running = self._start_on(slot, started, data, deadline)
+            if running is None:
                 return self._timeout(op, budget, "no worker became free")
-            if started:
-                break
-            sent = self._deliver(slot, data, deadline)
-            if sent is None:
-                return self._timeout(op, budget, "no worker became free")
-            if sent:
+            if running:
                 break
         try:
             ready = await _readable(slot.proc.fileno(), deadline - time.monotonic())
