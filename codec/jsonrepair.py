@@ -266,6 +266,14 @@ class _Reader:
             return scan.FULLWIDTH[c]
         return c
 
+    def _significant(self, pos: int) -> tuple[int, str]:
+        """Skip blanks and comments from ``pos``: where the next token starts and its first
+        character (fullwidth structure read as ASCII), or ``(len(text), "")`` at the end."""
+        pos = scan.skip_blank(self.text, pos, self.repairs)
+        if pos >= len(self.text):
+            return pos, ""
+        return pos, self._peek(pos)
+
     def locate_start(self) -> int:
         """Skip blanks, comments, a code fence and leading prose; return where the value starts."""
         text, rep = self.text, self.repairs
@@ -324,7 +332,7 @@ class _Reader:
         """
         text, rep, n = self.text, self.repairs, len(self.text)
         max_depth = self.limits.max_depth
-        skip, peek = scan.skip_blank, self._peek
+        significant = self._significant
         fast_value, fast_after, fast_key = _FAST_VALUE.match, _FAST_AFTER.match, _FAST_KEY.match
         fast_member, next_member = _FAST_MEMBER.match, _FAST_NEXT_MEMBER.match
         next_item = _FAST_NEXT_ITEM.match
@@ -370,17 +378,14 @@ class _Reader:
                     keys.append(None)
                     after_comma = False
                     continue
-                pos = skip(text, pos, rep)
-                if pos >= n:
+                pos, c = significant(pos)
+                if not c:
                     if top is None:
                         raise ScanFailure(INVALID_JSON, pos, "expected a JSON value, found the end")
                     if type(top) is dict:
                         rep[scan.DANGLING_KEY] = None
                     rep[scan.UNCLOSED] = None
                     return _close_all(stack, keys), n
-                c = text[pos]
-                if c in scan.FULLWIDTH:
-                    c = peek(pos)
                 vstart = pos
                 if c == "{" or c == "[":  # after a comment, a blank the hot path skips, or NFKC
                     if len(stack) >= max_depth:
@@ -466,13 +471,10 @@ class _Reader:
                     c = m.group(1)
                     pos = m.end()
                 else:
-                    pos = skip(text, pos, rep)
-                    if pos >= n:
+                    pos, c = significant(pos)
+                    if not c:
                         rep[scan.UNCLOSED] = None
                         return _close_all(stack, keys), n
-                    c = text[pos]
-                    if c in scan.FULLWIDTH:
-                        c = peek(pos)
                     pos += 1
                 if c == ",":
                     after_comma = True
@@ -513,13 +515,10 @@ class _Reader:
                 keys[-1] = m.group(1)
                 pos, state = m.end(), _VALUE
                 continue
-            pos = skip(text, pos, rep)
-            if pos >= n:
+            pos, c = significant(pos)
+            if not c:
                 rep[scan.UNCLOSED] = None
                 return _close_all(stack, keys), n
-            c = text[pos]
-            if c in scan.FULLWIDTH:
-                c = peek(pos)
             if c == "}":
                 if after_comma:
                     rep[scan.TRAILING_COMMA] = None
@@ -550,14 +549,11 @@ class _Reader:
                 if key is scan.SKIP:
                     value, state = key, _AFTER
                     continue
-            pos = skip(text, pos, rep)
-            if pos >= n:
+            pos, c = significant(pos)
+            if not c:
                 rep[scan.DANGLING_KEY] = None
                 rep[scan.UNCLOSED] = None
                 return _close_all(stack, keys), n
-            c = text[pos]
-            if c in scan.FULLWIDTH:
-                c = peek(pos)
             keys[-1] = key
             if c == ":":
                 pos += 1
