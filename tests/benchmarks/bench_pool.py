@@ -15,9 +15,7 @@ import argparse
 import os
 import statistics
 import sys
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -31,6 +29,7 @@ import multiprocessing  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from pool import Pool  # noqa: E402
+from tests.benchmarks.timing import drive  # noqa: E402
 from worker.jobs import run_job, warm  # noqa: E402
 
 TEXT = (
@@ -52,36 +51,12 @@ def measure(call: Callable[[], str], threads: int, per_thread: int) -> dict:
     """Run ``call`` from ``threads`` threads; latency percentiles, jobs/s and statuses."""
     for _ in range(20):
         call()  # warm caches and code paths
-    latencies: list[float] = []
-    statuses: Counter[str] = Counter()
-    lock = threading.Lock()
-    barrier = threading.Barrier(threads + 1)
-
-    def client() -> None:
-        mine, seen = [], Counter()
-        barrier.wait()
-        for _ in range(per_thread):
-            t0 = time.perf_counter()
-            seen[call()] += 1
-            mine.append(time.perf_counter() - t0)
-        with lock:
-            latencies.extend(mine)
-            statuses.update(seen)
-
-    pool = [threading.Thread(target=client) for _ in range(threads)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in pool:
-        t.join()
-    wall = time.perf_counter() - start
-    latencies.sort()
+    load = drive(call, threads, per_thread)
     return {
-        "p50_us": latencies[len(latencies) // 2] * 1e6,
-        "p99_us": latencies[int(len(latencies) * 0.99)] * 1e6,
-        "jobs_s": len(latencies) / wall,
-        "statuses": dict(statuses),
+        "p50_us": load.percentile(0.5) * 1e6,
+        "p99_us": load.percentile(0.99) * 1e6,
+        "jobs_s": load.rate,
+        "statuses": load.statuses,
     }
 
 

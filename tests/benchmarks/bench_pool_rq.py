@@ -15,9 +15,7 @@ import argparse
 import os
 import subprocess
 import sys
-import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +25,7 @@ import redis  # noqa: E402
 from rq import Queue  # noqa: E402
 
 from pool.rq_backend import RQBackend  # noqa: E402
+from tests.benchmarks.timing import drive  # noqa: E402
 from tests.redis_server import RedisServer, WorkerProcessGroup  # noqa: E402
 
 TEXT = (
@@ -48,39 +47,14 @@ cls([Queue(sys.argv[3], connection=conn)], connection=conn).work(logging_level="
 """
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def drive(call, threads: int, per_thread: int) -> dict:
-    """Run ``call()`` ``per_thread`` times in each of ``threads`` threads."""
-    lat: list[float] = []
-    statuses: Counter[str] = Counter()
-    lock = threading.Lock()
-    go = threading.Event()
 
-    def client() -> None:
-        go.wait()
-        mine, seen = [], Counter()
-        for _ in range(per_thread):
-            t0 = time.perf_counter()
-            seen[call()] += 1
-            mine.append(time.perf_counter() - t0)
-        with lock:
-            lat.extend(mine)
-            statuses.update(seen)
-
-    pool = [threading.Thread(target=client) for _ in range(threads)]
-    for t in pool:
-        t.start()
-    t0 = time.perf_counter()
-    go.set()
-    for t in pool:
-        t.join()
-    wall = time.perf_counter() - t0
-    return {"p50": percentile(lat, 0.5) * 1e3, "p99": percentile(lat, 0.99) * 1e3,
-            "rate": len(lat) / wall, "statuses": dict(statuses)}
+def drive_ms(call, threads: int, per_thread: int) -> dict:
+    """Run ``call()`` ``per_thread`` times in each of ``threads`` threads (figures in ms)."""
+    load = drive(call, threads, per_thread)
+    return {"p50": load.percentile(0.5) * 1e3, "p99": load.percentile(0.99) * 1e3,
+            "rate": load.rate, "statuses": load.statuses}
 
 
 def start_plain(kind: str, url: str, queue: str, n: int = 2) -> list[subprocess.Popen]:
@@ -115,8 +89,8 @@ def bench_plain(kind: str, url: str, counts: dict) -> dict[int, dict]:
     conn = redis.Redis.from_url(url)
     queue = Queue(name, connection=conn)
     try:
-        drive(plain_call(queue), 1, 5)  # warm imports in the workers
-        return {t: drive(plain_call(queue), t, n) for t, n in counts.items()}
+        drive_ms(plain_call(queue), 1, 5)  # warm imports in the workers
+        return {t: drive_ms(plain_call(queue), t, n) for t, n in counts.items()}
     finally:
         stop_plain(procs)
         conn.close()
@@ -132,8 +106,8 @@ def bench_ours(url: str, counts: dict) -> dict[int, dict]:
         return backend.submit("decode", PAYLOAD)["status"]
 
     try:
-        drive(call, 1, 50)
-        return {t: drive(call, t, n) for t, n in counts.items()}
+        drive_ms(call, 1, 50)
+        return {t: drive_ms(call, t, n) for t, n in counts.items()}
     finally:
         backend.close()
         group.stop()

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from codec.jsonrepair import repair_json  # noqa: E402
 from codec.limits import Limits  # noqa: E402
+from tests.benchmarks.timing import best  # noqa: E402
 
 try:
     import json_repair
@@ -55,13 +55,7 @@ def malformed(kind: str, size: int) -> str:
     raise ValueError(kind)
 
 
-def best(fn: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+
 
 
 def compare() -> None:

@@ -19,6 +19,7 @@ from codec.heuristics import Pipeline  # noqa: E402
 from codec.limits import Limits  # noqa: E402
 from codec.tools import ToolRegistry  # noqa: E402
 from codec.xmlcall import decode_xml_call  # noqa: E402
+from tests.benchmarks.timing import best  # noqa: E402
 
 GROWTH_TARGET = 12.0
 REPAIR_100KB_TARGET_MS = 10.0
@@ -77,13 +78,7 @@ CASES: dict[str, tuple[str, str | None, Callable[[int], str], bool]] = {
 }
 
 
-def best(fn: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+
 
 
 def run_case(name: str) -> None:
