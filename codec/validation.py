@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from codec.coerce import DECODE_JSON_STRING, coerce_checked
 from codec.errors import (
     INVALID_JSON,
@@ -14,6 +12,7 @@ from codec.errors import (
     UNKNOWN_TOOL,
     CodecError,
 )
+from codec.jsonrepair import repair_json
 from codec.limits import DEFAULT_LIMITS
 from codec.normalize import NestingTooDeep, normalize_payload
 from codec.result import ValidationResult
@@ -108,19 +107,6 @@ def _as_object(
 
 
 def _decode(spec: ToolSpec, text: str, repairs: list[str]) -> tuple[Any, CodecError | None]:
-    try:
-        from codec.jsonrepair import repair_json
-    except ImportError:  # the repairer is not available: accept strict JSON only
-        try:
-            value = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            return None, CodecError(
-                INVALID_JSON,
-                f"arguments of {spec.name!r} are not valid JSON: {exc}",
-                {"tool": spec.name, "position": exc.pos},
-            )
-        _extend(repairs, [DECODE_JSON_STRING])
-        return value, None
     result = repair_json(text)
     if not result.ok:
         errors = result.errors or [

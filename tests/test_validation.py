@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-import types
-
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from codec import validation
 from codec.errors import CodecError
 from codec.result import RepairResult
 from codec.tools import ToolRegistry
@@ -91,16 +89,14 @@ def test_json_string_holding_an_array_is_a_schema_violation():
 
 
 def fake_repairer(monkeypatch, result: RepairResult) -> list[str]:
-    """Install a stand-in ``codec.jsonrepair`` returning *result*; returns the texts seen."""
+    """Make validation use a stand-in ``repair_json`` returning *result*; returns the texts seen."""
     seen: list[str] = []
 
     def repair_json(text, **_kwargs):
         seen.append(text)
         return result
 
-    module = types.ModuleType("codec.jsonrepair")
-    module.repair_json = repair_json
-    monkeypatch.setitem(sys.modules, "codec.jsonrepair", module)
+    monkeypatch.setattr(validation, "repair_json", repair_json)
     return seen
 
 
@@ -120,14 +116,6 @@ def test_repairer_errors_are_passed_on(monkeypatch):
     result = validate_call(REGISTRY, "get_weather", "{1}")
     assert not result.ok and result.errors == [error]
     assert result.arguments == "{1}"
-
-
-def test_without_repairer_strict_json_still_works(monkeypatch):
-    monkeypatch.setitem(sys.modules, "codec.jsonrepair", None)  # import now fails
-    good = validate_call(REGISTRY, "get_weather", '{"city": "Oslo"}')
-    assert good.ok and good.repairs == ["schema.decode_json_string"]
-    bad = validate_call(REGISTRY, "get_weather", '{"city": ')
-    assert codes(bad) == ["invalid_json"] and "position" in bad.errors[0].details
 
 
 def test_truncated_arguments_are_repaired_and_the_cut_is_named():
