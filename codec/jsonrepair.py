@@ -243,13 +243,12 @@ def _too_large(text: str, limits: Limits) -> RepairResult:
 class _Reader:
     """One pass over ``text``: locate the value, read it with an explicit stack, check the tail."""
 
-    __slots__ = ("text", "limits", "repairs", "in_fence")
+    __slots__ = ("text", "limits", "repairs")
 
     def __init__(self, text: str, limits: Limits) -> None:
         self.text = text
         self.limits = limits
         self.repairs: scan.Repairs = {}
-        self.in_fence = False
 
     def failed(self, failure: ScanFailure) -> RepairResult:
         line, col = _line_col(self.text, failure.position)
@@ -288,7 +287,6 @@ class _Reader:
             pos = stop.start()
         if text.startswith("```", pos):
             rep[scan.CODE_FENCE] = None
-            self.in_fence = True
             pos = scan.skip_blank(text, _FENCE_LANG.match(text, pos + 3).end(), rep)
             if pos < len(text) and text[pos] not in _VALUE_OPENERS:
                 stop = _PROSE_STOP.search(text, pos)

@@ -70,11 +70,6 @@ class HandOff(Generic[T]):
         """How many callers are in line."""
         return len(self._waiters)
 
-    @property
-    def idle(self) -> int:
-        """How many items are parked idle."""
-        return len(self._idle)
-
     def take_or_wait(
         self, notify: Callable[[], None], job: Any = None
     ) -> tuple[T | None, Waiter[T] | None]:
@@ -126,14 +121,6 @@ class HandOff(Generic[T]):
             self._on_waiting(-1)
             waiter.item = item
             return waiter
-
-    def discard_idle(self) -> list[T]:
-        """Remove and return every idle item (used when shutting down)."""
-        with self._lock:
-            items = list(self._idle)
-            self._idle.clear()
-            self._on_idle(-len(items))
-            return items
 
     def close(self) -> None:
         """Admit no new callers; those in line are still served."""
