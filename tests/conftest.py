@@ -6,8 +6,21 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.redis_server import RedisBinaryMissing, RedisServer, WorkerProcessGroup, free_port
+
+
+# One Hypothesis profile for the whole suite: no per-example deadline and no "too slow" or
+# "filtered too much" health checks, because a busy 2-core machine makes timing meaningless.
+# Speed is the benchmarks' job (tests/benchmarks/), not the property tests'.
+settings.register_profile(
+    "toolcodec",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                           HealthCheck.data_too_large],
+)
+settings.load_profile("toolcodec")
 
 
 def _new_server(**kwargs: object) -> RedisServer:

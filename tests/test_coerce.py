@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codec.coerce import coerce_arguments
@@ -417,7 +417,7 @@ def _has_emphasis_string(value) -> bool:
     return False
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=200)
 @given(arguments)
 def test_valid_arguments_are_returned_unchanged(args):
     if not SPEC.validator.is_valid(args) or _has_emphasis_string(args):

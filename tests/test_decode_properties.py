@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codec import errors
@@ -13,8 +13,7 @@ from tests.test_decode import TOOLS
 
 OPEN_TOOL = {"name": "anything", "parameters": {"type": "object"}}
 CODEC = ToolCallCodec([*TOOLS, OPEN_TOOL])
-SETTINGS = settings(max_examples=200, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200)
 
 FRAGMENTS = [
     "<tool_call>", "</tool_call>", "</tool_", "<think>", "</think>", "<tool>", "</tool>",

@@ -23,7 +23,7 @@ FRAGMENTS = st.sampled_from([
 TEXT = st.lists(st.one_of(st.text(max_size=8), SURROGATES, FRAGMENTS), max_size=24).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(TEXT)
 def test_decode_result_always_encodes(text: str) -> None:
     result = codec.decode(text, tools=TOOLS).to_dict()
@@ -31,13 +31,13 @@ def test_decode_result_always_encodes(text: str) -> None:
     assert not any(e["code"] == "internal_error" for e in result["errors"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(TEXT)
 def test_repair_json_result_always_encodes(text: str) -> None:
     orjson.dumps(codec.repair_json(text).to_dict())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(TEXT)
 def test_kindaxml_result_always_encodes(text: str) -> None:
     orjson.dumps(parse_kindaxml(text).to_dict())

@@ -163,7 +163,7 @@ _json = st.recursive(
 _ops = st.sampled_from(["decode", "repair", "validate", "kindaxml", "nope"]) | st.text(max_size=8)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     op=_ops.filter(lambda o: o not in FAULT_OPS),
     payload=st.dictionaries(

@@ -45,7 +45,7 @@ def _clean(res) -> bool:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(json_values, dump_options)
 def test_valid_json_round_trips_untouched(value, options) -> None:
     text = json.dumps(value, **options)
@@ -54,7 +54,7 @@ def test_valid_json_round_trips_untouched(value, options) -> None:
     assert res.value == value
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(json_values, dump_options)
 def test_prefix_reads_valid_json_exactly(value, options) -> None:
     text = json.dumps(value, **options)
@@ -63,7 +63,7 @@ def test_prefix_reads_valid_json_exactly(value, options) -> None:
     assert end == 2 + len(text)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(any_text)
 def test_never_raises_on_any_text(text) -> None:
     res = repair_json(text)
@@ -72,7 +72,7 @@ def test_never_raises_on_any_text(text) -> None:
     assert _clean(prefix) and 0 <= end <= len(text)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(json_values.filter(lambda v: isinstance(v, (list, dict))), dump_options, st.data())
 def test_truncation_is_closed_or_cleanly_refused(value, options, data) -> None:
     text = json.dumps(value, **options)
@@ -90,7 +90,7 @@ def _add_trailing_commas(text: str) -> str:
     return re.sub(r"(?<=[^\[{\s])(\s*)([\]}])", r",\1\2", text)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(json_values.filter(lambda v: isinstance(v, (list, dict)) and v), dump_options)
 def test_trailing_commas_are_repaired_back(value, options) -> None:
     text = json.dumps(value, **options)

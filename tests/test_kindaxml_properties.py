@@ -164,19 +164,19 @@ def check_invariants(text: str, cfg: KindaXMLConfig) -> None:
     assert result.to_dict() == data
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(documents, configs)
 def test_invariants_hold_for_any_document_and_config(text, options):
     check_invariants(text, KindaXMLConfig(**options))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.text(max_size=60))
 def test_arbitrary_unicode_with_default_config(text):
     check_invariants(text, KindaXMLConfig())
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(documents)
 def test_the_tag_count_matches_the_oracle(text):
     # with every name recognised, each start or self-closing tag yields one annotation or

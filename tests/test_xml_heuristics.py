@@ -118,7 +118,7 @@ XML_BITS = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(XML_BITS, max_size=25).map("".join))
 def test_escape_ampersand_never_changes_text_that_already_parses(text):
     for opts in (ScanOptions(), FUNCTION_OPTS):
@@ -126,7 +126,7 @@ def test_escape_ampersand_never_changes_text_that_already_parses(text):
             assert escape_bare_ampersands(text) == text
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.text(alphabet="ab&;#x<>p/ ", max_size=30))
 def test_escaped_text_has_no_bare_ampersand(text):
     fixed = escape_bare_ampersands(text)
@@ -246,7 +246,7 @@ def escape_lt_one_by_one(text: str) -> str:
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(TEXTS)
 def test_escape_stray_lt_escapes_exactly_what_starts_no_tag(text):
     assert escape_stray_lt(text) == escape_lt_one_by_one(text)
@@ -270,7 +270,7 @@ def escape_amp_one_by_one(text: str) -> str:
     return "".join(out)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(TEXTS)
 def test_escape_bare_ampersands_matches_the_definition(text):
     assert escape_bare_ampersands(text) == escape_amp_one_by_one(text)

@@ -279,7 +279,7 @@ FRAGMENTS = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(FRAGMENTS | st.text(max_size=4), max_size=30).map("".join),
        st.sampled_from([("function", None), ("tool_tag", "get_weather"), ("tool_tag", "shell"),
                         ("tool_element", None)]))
@@ -315,7 +315,7 @@ def body(value: str, cdata: bool) -> str:
     return f"\n{escape(value)}\n"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(ARGS, st.booleans(), st.booleans())
 def test_function_round_trip(args, cdata, wrapper):
     params = "".join(f"<parameter={k}>{body(v, cdata)}</parameter>\n" for k, v in args.items())
@@ -326,7 +326,7 @@ def test_function_round_trip(args, cdata, wrapper):
     assert (r.name, r.arguments, r.repairs, r.errors) == ("probe", args, [], [])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(ARGS, st.booleans(), st.sampled_from(["tool_tag", "tool_element"]))
 def test_tag_formats_round_trip(args, cdata, fmt):
     params = "".join(f"  <{k}>{body(v, cdata)}</{k}>\n" for k, v in args.items())
@@ -394,7 +394,7 @@ BODY_PIECES = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(BODY_PIECES, max_size=12).map("".join), st.booleans())
 # An empty CDATA holds nothing but still splits the text: only the edge pieces are trimmed.
 @example("x\n<![CDATA[]]>  ", False)

@@ -154,7 +154,7 @@ FRAGMENTS = st.sampled_from(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(FRAGMENTS | st.text(max_size=3), max_size=30).map("".join))
 def test_scan_never_raises(text):
     for opts in (ScanOptions(), FUNCTION_OPTS):
@@ -215,7 +215,7 @@ def fault(r) -> tuple | None:
     return None if e is None else (e.kind, e.position, e.message, e.expected, e.open_name)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(FRAGMENTS | st.text(max_size=3), max_size=30).map("".join))
 def test_merged_scan_reads_the_same_as_piece_by_piece(text):
     for opts in (ScanOptions(), FUNCTION_OPTS):
@@ -273,7 +273,7 @@ def test_find_missing_closes_closes_thousands_of_raw_elements():
     assert scan(fixed, FUNCTION_OPTS).ok
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(FRAGMENTS | st.text(max_size=3), max_size=30).map("".join))
 def test_one_pass_mends_as_rescanning_does(text):
     for opts in (ScanOptions(), FUNCTION_OPTS):
