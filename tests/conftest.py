@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, settings
 
 from tests.redis_server import RedisBinaryMissing, RedisServer, WorkerProcessGroup, free_port
 
-
 # One Hypothesis profile for the whole suite: no per-example deadline and no "too slow" or
 # "filtered too much" health checks, because a busy 2-core machine makes timing meaningless.
 # Speed is the benchmarks' job (tests/benchmarks/), not the property tests'.
