@@ -81,6 +81,13 @@ def _create(registry: CollectorRegistry) -> dict[str, Any]:
             ["path"],
             registry=registry,
         ),
+        "jobs_refused_total": Counter(
+            "toolcodec_rq_jobs_refused_total",
+            "Jobs found on the Redis queue that are not toolcodec jobs, refused unrun "
+            "(reason: foreign_function, no_reply_to, bad_arguments, undecodable).",
+            ["reason"],
+            registry=registry,
+        ),
     }
 
 
@@ -105,6 +112,7 @@ class Metrics:
         self.worker_restarts_total: Counter = found["worker_restarts_total"]
         self.repairs_total: Counter = found["repairs_total"]
         self.decode_path_total: Counter = found["decode_path_total"]
+        self.jobs_refused_total: Counter = found["jobs_refused_total"]
         # labels() takes a lock and builds a key on every call (about 0.8 us): the hot path
         # keeps the children it has used. Label sets are few (ops x outcomes, repair ids,
         # paths), so these stay small.
@@ -145,6 +153,10 @@ class Metrics:
             if child is None:
                 child = self._paths[path] = self.decode_path_total.labels(path)
             child.inc()
+
+    def refused(self, reason: str) -> None:
+        """Count one job refused by an RQ worker because it is not a toolcodec job."""
+        self.jobs_refused_total.labels(reason).inc()
 
     def restarted(self, backend: str, reason: str) -> None:
         """Count one worker replacement (``reason``: ``timeout`` or ``crash``)."""
