@@ -116,6 +116,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         queue=args.queue,
         concurrency=args.concurrency,
         metrics_port=args.metrics_port,
+        max_chars=args.max_chars,
+        max_depth=args.max_depth,
     )
 
 
@@ -155,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="worker processes to supervise (default: 1)")
     worker.add_argument("--metrics-port", type=int, default=None,
                         help="serve Prometheus metrics on this port")
+    worker.add_argument("--max-chars", type=int, default=None,
+                        help="ceiling on the characters one job may have parsed "
+                             "(default: TOOLCODEC_MAX_CHARS or 8000000); jobs may only lower it")
+    worker.add_argument("--max-depth", type=int, default=None,
+                        help="ceiling on nesting depth (default: TOOLCODEC_MAX_DEPTH or 512)")
     return parser
 
 

@@ -256,7 +256,7 @@ def test_metric_counts_equal_outcomes(start_rq_worker, backend) -> None:
     assert seen == {("_sleep", "ok"): 6, ("_sleep", "timeout"): 1,
                     ("_crash", "worker_lost"): 1, ("nope", "error"): 1}
     expected = {("_sleep", "success"): 6, ("_sleep", "timeout"): 1,
-                ("_crash", "worker_lost"): 1, ("nope", "failure"): 1}
+                ("_crash", "worker_lost"): 1, ("unknown", "failure"): 1}
     for (op, outcome), n in expected.items():
         labels = {"op": op, "backend": "rq", "outcome": outcome}
         assert caller.registry.get_sample_value("toolcodec_jobs_total", labels) == n

@@ -121,7 +121,13 @@ class Metrics:
         self._paths: dict[str, Any] = {}
 
     def observe(self, op: str, backend: str, envelope: dict) -> None:
-        """Count one finished call: outcome, latency, and the repairs/path of its result."""
+        """Count one finished call: outcome, latency, and the repairs/path of its result.
+
+        An op that is not one of the worker's is counted as ``op="unknown"``: label values
+        must stay a small closed set whatever callers send.
+        """
+        if op not in _known_ops():
+            op = "unknown"
         outcome = outcome_of(envelope)
         jobs = self._children.get((op, backend, outcome))
         if jobs is None:
@@ -166,6 +172,18 @@ class Metrics:
         """Set the ``workers`` gauge for every state in ``counts``."""
         for state, n in counts.items():
             self.workers.labels(backend, state).set(n)
+
+
+_KNOWN_OPS: list[frozenset[str]] = []
+
+
+def _known_ops() -> frozenset[str]:
+    if not _KNOWN_OPS:  # imported on first use: jobs imports the codec
+        from worker.faults import FAULT_OPS
+        from worker.jobs import OPS
+
+        _KNOWN_OPS.append(frozenset(OPS) | frozenset(FAULT_OPS))
+    return _KNOWN_OPS[0]
 
 
 def _strings(value: Any) -> list[str]:

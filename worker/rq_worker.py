@@ -42,6 +42,8 @@ from codec.errors import TIMEOUT, WORKER_LOST
 from worker import rq_protocol as proto
 from worker.child import WorkerDied, WorkerProcess
 from worker.jobs import error_envelope, warm
+from worker.limits import ENV as ENV_LIMITS
+from worker.limits import LimitsError, operator_limits
 from worker.metrics import Metrics
 
 log = logging.getLogger("toolcodec.worker")
@@ -383,15 +385,27 @@ class Supervisor:
 
 
 def run(redis_url: str, queue: str = "toolcodec", concurrency: int = 1,
-        metrics_port: int | None = None) -> int:
+        metrics_port: int | None = None, max_chars: int | None = None,
+        max_depth: int | None = None) -> int:
     """Run RQ workers until SIGTERM/SIGINT; the body of ``toolcodec worker``.
 
     :param redis_url: any URL :meth:`redis.Redis.from_url` accepts (password, TLS).
     :param queue: the RQ queue to serve.
     :param concurrency: lanes, i.e. jobs run at once (one child process each).
     :param metrics_port: serve prometheus metrics on this port when given.
+    :param max_chars: ceiling on the text one job may have parsed (``TOOLCODEC_MAX_CHARS``);
+        a job may ask for less, never more.
+    :param max_depth: ceiling on nesting depth (``TOOLCODEC_MAX_DEPTH``), likewise.
     :returns: the process exit code.
     """
+    for name, value in (("max_chars", max_chars), ("max_depth", max_depth)):
+        if value is not None:
+            os.environ[ENV_LIMITS[name]] = str(value)  # the lanes' children inherit it
+    try:
+        operator_limits()  # a bad ceiling stops the worker here, not in every job
+    except LimitsError as exc:
+        print(f"toolcodec worker: {exc}", file=sys.stderr)
+        return 2
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     metrics = Metrics()
@@ -420,8 +434,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queue", default="toolcodec")
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--metrics-port", type=int, default=None)
+    parser.add_argument("--max-chars", type=int, default=None)
+    parser.add_argument("--max-depth", type=int, default=None)
     args = parser.parse_args(argv)
-    return run(args.redis_url, args.queue, args.concurrency, args.metrics_port)
+    return run(args.redis_url, args.queue, args.concurrency, args.metrics_port,
+               args.max_chars, args.max_depth)
 
 
 if __name__ == "__main__":
