@@ -175,3 +175,11 @@ def _compile(where: str, schema: dict) -> Validator:
             f"{where}: invalid parameter schema at '{pointer or '/'}': {exc.message:.200}"
         ) from None
     return _strict_class(base)(schema)
+
+
+def compile_schema(where: str, schema: dict) -> Validator:
+    """Compile any JSON Schema as parameter schemas are (e.g. a tool's output schema).
+
+    *where* names the schema in the ``InvalidToolsError`` raised when it is invalid.
+    """
+    return _compile(where, schema)
