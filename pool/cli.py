@@ -121,6 +121,15 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from pool.bench.cli import BenchUsageError, run
+
+    try:
+        return run(args)
+    except BenchUsageError as exc:
+        raise CliError(str(exc)) from exc
+
+
 def _job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", nargs="?", default="-", metavar="FILE|-",
                         help="model output to read (default: standard input)")
@@ -162,6 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: TOOLCODEC_MAX_CHARS or 8000000); jobs may only lower it")
     worker.add_argument("--max-depth", type=int, default=None,
                         help="ceiling on nesting depth (default: TOOLCODEC_MAX_DEPTH or 512)")
+
+    from pool.bench.cli import add_parser as add_bench_parser
+
+    add_bench_parser(sub)
     return parser
 
 
@@ -174,7 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return cli_main(argv[1:])
     args = parser.parse_args(argv)
-    handlers = {"decode": _cmd_decode, "repair": _cmd_repair, "worker": _cmd_worker}
+    handlers = {"decode": _cmd_decode, "repair": _cmd_repair, "worker": _cmd_worker,
+                "bench": _cmd_bench}
     try:
         return handlers[args.command](args)
     except CliError as exc:
