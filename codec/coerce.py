@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from codec import schema_regex
 from codec.tools import ToolSpec
 
 COERCE_INTEGER = "schema.coerce_integer"
@@ -267,11 +268,8 @@ def _property_schema(key: Any, props: dict, schema: dict) -> Any:
     patterns = schema.get("patternProperties")
     if isinstance(patterns, dict) and isinstance(key, str):
         for pattern, sub in patterns.items():
-            try:
-                if re.search(pattern, key):
-                    return sub
-            except re.error:
-                continue
+            if schema_regex.search(pattern, key):  # compiled when the tools were registered
+                return sub
     extra = schema.get("additionalProperties", True)
     if extra is False:
         return None
