@@ -374,7 +374,7 @@ def _number(s: str, repairs: Repairs) -> Any:
         return to_number(plain, "." in plain, repairs)
     if HEX_INT.fullmatch(s):
         repairs[HEX_NUMBER] = None
-        return int(s, 16)
+        return to_number(str(int(s, 16)), False, repairs)  # beyond 64 bits: a float, as above
     return _NOT_A_NUMBER
 
 

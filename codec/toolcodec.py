@@ -200,7 +200,8 @@ class ToolCallCodec:
         """Validate (and, where the schema allows, coerce) one call's arguments."""
         from codec.validation import validate_call
 
-        return validate_call(self.registry, name, arguments, nfkc_strings=self.nfkc_strings)
+        return validate_call(self.registry, name, arguments, nfkc_strings=self.nfkc_strings,
+                             limits=self.limits)
 
     # -- text -----------------------------------------------------------------------------
 
@@ -306,7 +307,7 @@ class ToolCallCodec:
         calls, errors = [], []
         for part in parts:
             res = decode_xml_call(part, fmt, registry=self.registry, pipeline=self.pipeline,
-                                  tag_name=tag)
+                                  tag_name=tag, limits=self.limits)
             if res.errors:
                 errors.extend(res.errors)
             elif not res.name or self.registry.get(res.name) is None:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from codec.limits import DEFAULT_LIMITS, Limits
+from codec.limits import DEFAULT_LIMITS, ENCODABLE_DEPTH, Limits
 
 ENV = {"max_chars": "TOOLCODEC_MAX_CHARS", "max_depth": "TOOLCODEC_MAX_DEPTH"}
 
@@ -36,6 +36,9 @@ def operator_limits(environ: Mapping[str, str] | None = None) -> Limits:
             raise LimitsError(f"{name} must be a positive integer, got {raw!r}") from None
         if values[field] < 1:
             raise LimitsError(f"{name} must be a positive integer, got {raw!r}")
+        if field == "max_depth" and values[field] > ENCODABLE_DEPTH:
+            raise LimitsError(f"{name} is at most {ENCODABLE_DEPTH} (deeper values cannot be "
+                              f"encoded as JSON), got {raw!r}")
     return Limits(**{**_fields(DEFAULT_LIMITS), **values})
 
 
