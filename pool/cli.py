@@ -170,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="ceiling on the characters one job may have parsed "
                              "(default: TOOLCODEC_MAX_CHARS or 8000000); jobs may only lower it")
     worker.add_argument("--max-depth", type=int, default=None,
-                        help="ceiling on nesting depth (default: TOOLCODEC_MAX_DEPTH or 128; at most 200)")
+                        help="ceiling on nesting depth "
+                             "(default: TOOLCODEC_MAX_DEPTH or 128; at most 200)")
 
     from pool.bench.cli import add_parser as add_bench_parser
 
