@@ -25,11 +25,12 @@ What the engine reads, in order:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import regex
+import regex  # partial matching: an opener cut at the end of a chunk
 
 from codec.envelopes import Block
 from codec.errors import PAYLOAD_TOO_LARGE, CodecError
@@ -48,12 +49,12 @@ _FIXED = (r"<(?P<fixed>think|tool_call|tool)[ \t\r\n]{0,8}>|<(?P<function>functi
           r"\"(?:name|function|tool_calls|type)\"[ \t\r\n]{0,16}:)"
           r"|(?P<fence>```[ \t]{0,8}(?:json|JSON|json5)?[ \t]{0,8}\r?\n)")
 _CLOSERS = {"tool_element": "</tool>", "function": "</function>"}
-_TOOL_CALL_EDGE = regex.compile(r"</?tool_call>")
-_STRING_OR_TAG = regex.compile(r'["<]')
-_JSON_STRING = regex.compile(r'"(?:[^"\\]|\\.)*"')
-_JSON_STRUCT = regex.compile(r'["{}\[\]]')
-_STRING_STOP = regex.compile(r'["\\]')
-_BRACKETS = regex.compile(r"[{}\[\]]")
+_TOOL_CALL_EDGE = re.compile(r"</?tool_call>")
+_STRING_OR_TAG = re.compile(r'["<]')
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_STRUCT = re.compile(r'["{}\[\]]')
+_STRING_STOP = re.compile(r'["\\]')
+_BRACKETS = re.compile(r"[{}\[\]]")
 _FMT = {"think": "think", "tool_call": "tool_call", "tool": "tool_element"}
 
 
@@ -125,7 +126,8 @@ class Engine:
         room = self.codec.limits.max_chars - len(self.text)
         if len(chunk) <= room:
             self._append(chunk)
-            self._advance(final=False)
+            if not self._cannot_end(chunk):
+                self._advance(final=False)
             return
         self._append(chunk[:room])
         self._advance(final=True)
@@ -149,6 +151,18 @@ class Engine:
         text, self.text = self.text, ""
         text += chunk  # in place while this is the only reference: linear over a stream
         self.text = text
+
+    def _cannot_end(self, chunk: str) -> bool:
+        """Whether *chunk* certainly leaves the open block open (the common case inside a long
+        block: then there is nothing to decide, and nothing is scanned)."""
+        cur = self.current
+        if cur is None or cur.kind == "think":
+            return False  # prose is released at once; reasoning is streamed as it comes
+        if cur.kind == "json":
+            return not any(c in chunk for c in '"\\{}[]')
+        if cur.kind == "fence":
+            return "`" not in chunk
+        return ">" not in chunk and not cur.json_aware  # every closer ends with ">"
 
     def result(self) -> Any:
         """The ``DecodeResult`` of a text output, after ``finish``."""

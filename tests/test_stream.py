@@ -223,3 +223,35 @@ def test_content_deltas_equal_batch_of_the_assembled_message(pieces, rng) -> Non
         assert got == CODEC.decode(s.assembled_message()).to_dict()
         assert [e["name"] for e in events if e["type"] == "tool_call"] == [
             c["name"] for c in got["calls"]]
+
+
+# -- OpenAI chunks out --------------------------------------------------------------------------
+
+
+def test_events_become_openai_chunks_an_openai_client_accepts() -> None:
+    from openai.types.chat import ChatCompletionChunk
+
+    from codec.openai_chunks import ChunkWriter
+
+    text = ('<think>plan</think>Sure <tool_call>{"name": "search", "arguments": {"q": "x"}}'
+            '</tool_call> and <tool_call>{"name": "nope", "arguments": {}}</tool_call>.')
+    events, result = stream(CODEC, list(text))
+    out = ChunkWriter(id="chatcmpl-1", model="m", created=5)
+    chunks = [c for c in (out.chunk(e) for e in events) if c is not None] + [out.final("stop")]
+    parsed = [ChatCompletionChunk.model_validate(c) for c in chunks]
+    assert parsed[0].choices[0].delta.role == "assistant"
+    content = "".join(c.choices[0].delta.content or "" for c in parsed)
+    assert content.strip() == result["content"]
+    calls = [t for c in parsed for t in (c.choices[0].delta.tool_calls or [])]
+    assert [(t.index, t.function.name, orjson.loads(t.function.arguments)) for t in calls] == [
+        (0, "search", {"q": "x"})]
+    assert calls[0].id == next(e["id"] for e in events if e["type"] == "tool_call")
+    assert parsed[-1].choices[0].finish_reason == "tool_calls"
+    assert {c.id for c in parsed} == {"chatcmpl-1"} and {c.model for c in parsed} == {"m"}
+
+
+def test_final_reason_without_calls_keeps_the_upstream_reason() -> None:
+    from codec.openai_chunks import ChunkWriter
+
+    assert ChunkWriter("a", "m", 1).final("length")["choices"][0]["finish_reason"] == "length"
+    assert ChunkWriter("a", "m", 1).final("tool_calls")["choices"][0]["finish_reason"] == "stop"
