@@ -2,30 +2,31 @@
 
 ``decode`` takes one path, in this order, and ``DecodeResult.path`` names it:
 
-1. ``native`` — a message dict with tool calls: those calls win; the content is kept as text.
-2. ``xml`` — tool-call envelopes in the text (see ``codec.envelopes``). Each envelope is
-   decoded on its own. One that fails (bad JSON/XML, unknown tool, schema violation, or a
-   list with any bad element) yields no call: it is reported with its ``block`` index and
-   ``raw`` text, and its text stays in ``content`` as a ``markup`` span.
-3. ``json`` — only when no envelope was found: strict JSON calls in prose (``codec.textjson``).
+1. ``native`` — a message dict with tool calls: those calls are decoded (after any calls
+   found in the message's content, which is decoded as text too).
+2. ``xml`` — tool-call envelopes in the text, each decoded on its own. One that fails (bad
+   JSON/XML, unknown tool, schema violation, or a list with any bad element) yields no call:
+   it is reported with its ``block`` index and ``raw`` text, and its text stays in ``content``
+   as a ``markup`` span.
+3. ``json`` — only when no envelope was found: strict JSON calls in prose.
 4. ``none`` — no calls.
 
-``path`` is ``xml`` as soon as an envelope was found, even if none of them decoded, because
-that branch decided the outcome (the JSON path did not run).
+The text is read by ``codec.engine`` in one left-to-right pass that decides everything from
+a bounded window (or at the end), so that the streaming decoder (``codec.stream``), which feeds
+the same engine chunk by chunk, answers exactly what ``decode`` answers.
 
 Repair ids added here: ``xml.balance_tags`` (an envelope's close tag was missing or cut off),
 ``text.bidi_removed`` (bidi controls stripped from a call's payload, never from content or
 reasoning) and ``gate.mixed_formats`` (the output mixed formats — envelopes and JSON call
-shapes naming known tools, or native calls and envelopes/JSON calls in the content — and only
-the higher-priority one was used; the other stays in ``content``).
+shapes naming known tools, or native calls and calls in the content).
 
 Content rule: ``content`` is the concatenation of the ``text`` and ``markup`` spans in order,
 then stripped. ``reasoning`` is the stripped text of each ``<think>`` block, joined with a
 blank line (``None`` when there was none); a message's ``reasoning_content`` comes first.
 For a message dict, ``spans`` index its content string.
 
-At most ``MAX_CALLS`` calls are decoded from one output; envelopes past that stay content
-with one ``payload_too_large`` error, so a looping model cannot make decoding expensive.
+At most ``MAX_CALLS`` envelopes are decoded from one output; the rest stays content with one
+``payload_too_large`` error, so a looping model cannot make decoding expensive.
 
 Truncated JSON inside an envelope or a native ``arguments`` string is repaired like any other
 (``json.unclosed``, and ``json.unclosed_string`` when a string itself was cut, so callers who act
