@@ -172,6 +172,8 @@ class ToolcodecWorker(SimpleWorker):
         backoff = 0.02
         while not self._stop_requested:
             try:
+                if self._state_written is None and backoff > 0.02:
+                    self._register_again()  # a restarted Redis has forgotten this worker
                 self.set_state(WorkerStatus.IDLE)
                 self.heartbeat()
                 if self.should_run_maintenance_tasks:
@@ -192,6 +194,16 @@ class ToolcodecWorker(SimpleWorker):
             except Exception as exc:  # noqa: BLE001 - an unreadable job must not stop the lane
                 self._refuse_unloadable(exc)
         return None
+
+    def _register_again(self) -> None:
+        """Write this worker's registration again (``rq info`` and readiness read it)."""
+        try:
+            if not self.connection.exists(self.key):
+                self.register_birth()
+        except _REDIS_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - registration is informational
+            log.warning("worker %s: could not register again: %s", self.name, exc)
 
     def _refuse_unloadable(self, exc: Exception) -> None:
         """A job hash RQ could not load (e.g. pickled by another producer): drop it, count it."""
