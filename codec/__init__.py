@@ -30,6 +30,7 @@ _LAZY = {
     "HeuristicContext": "codec.heuristics",
     "HeuristicResult": "codec.heuristics",
     "Pipeline": "codec.heuristics",
+    "StreamDecoder": "codec.stream",
 }
 
 __all__ = [

@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from codec import schema_regex
+from codec.limits import DEFAULT_LIMITS, Limits
 from codec.tools import ToolSpec
 
 COERCE_INTEGER = "schema.coerce_integer"
@@ -34,6 +36,7 @@ NFKC = "text.nfkc"
 
 _NO = object()  # "this conversion does not apply"; None is a real value (JSON null)
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1  # integers every JSON encoder here carries
 _INTEGER_RE = re.compile(r"[+-]?[0-9]+(?:\.0+)?")
 _NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 # A whole string in *...* or **...**: inner part non-empty, free of '*', not space-padded.
@@ -53,7 +56,8 @@ _LOSSY = frozenset(
 
 
 def coerce_arguments(
-    spec: ToolSpec, arguments: dict, *, text_values: bool = False
+    spec: ToolSpec, arguments: dict, *, text_values: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[dict, list[str]]:
     """Coerce *arguments* towards ``spec.schema``; return ``(arguments, repair ids)``.
 
@@ -66,19 +70,21 @@ def coerce_arguments(
 
     The input is never mutated; changed containers are copies.
     """
-    value, repairs, _valid = coerce_checked(spec, arguments, text_values=text_values)
+    value, repairs, _valid = coerce_checked(spec, arguments, text_values=text_values,
+                                            limits=limits)
     return value, repairs
 
 
 def coerce_checked(
-    spec: ToolSpec, arguments: Any, *, text_values: bool = False
+    spec: ToolSpec, arguments: Any, *, text_values: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[Any, list[str], bool]:
     """Like `coerce_arguments`, also saying whether the result is known to validate.
 
     The third item is ``True`` only when validity was established on the way (the fast
     path); ``False`` means "not checked", so the caller should validate.
     """
-    ctx = _Context(spec, text_values)
+    ctx = _Context(spec, text_values, limits=limits)
     try:
         if spec.validator.is_valid(arguments):
             if not _has_emphasis(arguments):
@@ -97,6 +103,7 @@ class _Context:
     text_values: bool
     repairs: list[str] = field(default_factory=list)
     _validators: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    limits: Limits = DEFAULT_LIMITS
 
     def note(self, repair: str) -> None:
         if repair not in self.repairs:
@@ -108,7 +115,7 @@ class _Context:
 
     def fork(self) -> _Context:
         """A context for a tentative walk whose repairs are kept only if it is chosen."""
-        return _Context(self.spec, self.text_values, [], self._validators)
+        return _Context(self.spec, self.text_values, [], self._validators, self.limits)
 
     def fits(self, value: Any, schema: Any) -> bool:
         """Does *value* validate against *schema* (a part of the tool's schema)?"""
@@ -267,11 +274,8 @@ def _property_schema(key: Any, props: dict, schema: dict) -> Any:
     patterns = schema.get("patternProperties")
     if isinstance(patterns, dict) and isinstance(key, str):
         for pattern, sub in patterns.items():
-            try:
-                if re.search(pattern, key):
-                    return sub
-            except re.error:
-                continue
+            if schema_regex.search(pattern, key):  # compiled when the tools were registered
+                return sub
     extra = schema.get("additionalProperties", True)
     if extra is False:
         return None
@@ -354,10 +358,10 @@ def _format_change(repair: str, ctx: _Context, repairs: list[str]) -> None:
 
 def _to_integer(value: Any, schema: dict, ctx: _Context, repairs: list[str]) -> Any:
     if isinstance(value, float):
-        if math.isfinite(value) and value.is_integer():
+        if math.isfinite(value) and value.is_integer() and _INT64_MIN <= value <= _INT64_MAX:
             repairs.append(COERCE_INTEGER)
             return int(value)
-        return _NO
+        return _NO  # an integer no JSON encoder carries exactly stays as it was
     if not isinstance(value, str):
         return _NO
     text = _folded(value, repairs).strip()
@@ -366,6 +370,8 @@ def _to_integer(value: Any, schema: dict, ctx: _Context, repairs: list[str]) -> 
     try:
         number = int(text.split(".")[0])
     except ValueError:  # more digits than int() will take
+        return _NO
+    if not _INT64_MIN <= number <= _INT64_MAX:
         return _NO
     _format_change(COERCE_INTEGER, ctx, repairs)
     return number
@@ -462,7 +468,7 @@ def _decode_json(text: str, kind: type, ctx: _Context, repairs: list[str]) -> An
         except orjson.JSONDecodeError:
             return _NO
     else:
-        result = repair_json(text)
+        result = repair_json(text, limits=ctx.limits)
         if not result.ok or result.errors or _LOSSY.intersection(result.repairs):
             return _NO
         value, found = result.value, list(result.repairs)

@@ -71,7 +71,11 @@ def repair_json(text: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairResult:
     Strips code fences and prose around the value, and reports every repair it makes.
     Never raises: problems come back as ``errors`` with ``ok=False`` and ``value=None``.
     """
-    return _encodable(text, _repair_json(text, limits))
+    result = _repair_json(text, limits)
+    if result.ok and result.value is scan.SKIP:  # only a placeholder such as "..." was there
+        return _failed(result.repairs, INVALID_JSON, 0, "no JSON value: only a placeholder "
+                       "(`...`) was found")
+    return _encodable(text, result)
 
 
 def _repair_json(text: str, limits: Limits) -> RepairResult:

@@ -77,7 +77,7 @@ FULLWIDTH = {"｛": "{", "｝": "}", "［": "[", "］": "]", "：": ":", "，": 
 
 WS = re.compile(r"[ \t\n\r]*")
 NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
-LOOSE_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]*)?")
+LOOSE_NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]*)?")
 # Python-style digit groups: `82_461_110`, `1_234.5_6`.
 GROUPED_NUMBER = re.compile(r"-?[0-9]+(?:_[0-9]+)*(?:\.[0-9]+(?:_[0-9]+)*)?")
 HEX_INT = re.compile(r"[-+]?0[xX][0-9a-fA-F]+")
@@ -374,7 +374,7 @@ def _number(s: str, repairs: Repairs) -> Any:
         return to_number(plain, "." in plain, repairs)
     if HEX_INT.fullmatch(s):
         repairs[HEX_NUMBER] = None
-        return int(s, 16)
+        return to_number(str(int(s, 16)), False, repairs)  # beyond 64 bits: a float, as above
     return _NOT_A_NUMBER
 
 

@@ -11,11 +11,17 @@ class Limits:
 
     ``max_chars`` caps the input length (``payload_too_large``); ``max_depth`` caps how deeply
     arrays and objects may nest (``nesting_too_deep``). Parsers are iterative, so raising
-    ``max_depth`` costs memory, not stack.
+    ``max_depth`` costs memory, not stack; but above ``ENCODABLE_DEPTH`` a value may nest too
+    deeply for orjson (255 levels, counting the result and envelope around it) to encode, so
+    the workers' ceiling cannot be raised past it.
     """
 
     max_chars: int = 8_000_000
-    max_depth: int = 512
+    max_depth: int = 128
+
+
+# The deepest max_depth whose values still encode inside a result inside a job envelope.
+ENCODABLE_DEPTH = 200
 
 
 DEFAULT_LIMITS = Limits()

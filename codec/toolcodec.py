@@ -2,30 +2,31 @@
 
 ``decode`` takes one path, in this order, and ``DecodeResult.path`` names it:
 
-1. ``native`` — a message dict with tool calls: those calls win; the content is kept as text.
-2. ``xml`` — tool-call envelopes in the text (see ``codec.envelopes``). Each envelope is
-   decoded on its own. One that fails (bad JSON/XML, unknown tool, schema violation, or a
-   list with any bad element) yields no call: it is reported with its ``block`` index and
-   ``raw`` text, and its text stays in ``content`` as a ``markup`` span.
-3. ``json`` — only when no envelope was found: strict JSON calls in prose (``codec.textjson``).
+1. ``native`` — a message dict with tool calls: those calls are decoded (after any calls
+   found in the message's content, which is decoded as text too).
+2. ``xml`` — tool-call envelopes in the text, each decoded on its own. One that fails (bad
+   JSON/XML, unknown tool, schema violation, or a list with any bad element) yields no call:
+   it is reported with its ``block`` index and ``raw`` text, and its text stays in ``content``
+   as a ``markup`` span.
+3. ``json`` — only when no envelope was found: strict JSON calls in prose.
 4. ``none`` — no calls.
 
-``path`` is ``xml`` as soon as an envelope was found, even if none of them decoded, because
-that branch decided the outcome (the JSON path did not run).
+The text is read by ``codec.engine`` in one left-to-right pass that decides everything from
+a bounded window (or at the end), so that the streaming decoder (``codec.stream``), which feeds
+the same engine chunk by chunk, answers exactly what ``decode`` answers.
 
 Repair ids added here: ``xml.balance_tags`` (an envelope's close tag was missing or cut off),
 ``text.bidi_removed`` (bidi controls stripped from a call's payload, never from content or
 reasoning) and ``gate.mixed_formats`` (the output mixed formats — envelopes and JSON call
-shapes naming known tools, or native calls and envelopes/JSON calls in the content — and only
-the higher-priority one was used; the other stays in ``content``).
+shapes naming known tools, or native calls and calls in the content).
 
 Content rule: ``content`` is the concatenation of the ``text`` and ``markup`` spans in order,
 then stripped. ``reasoning`` is the stripped text of each ``<think>`` block, joined with a
 blank line (``None`` when there was none); a message's ``reasoning_content`` comes first.
 For a message dict, ``spans`` index its content string.
 
-At most ``MAX_CALLS`` calls are decoded from one output; envelopes past that stay content
-with one ``payload_too_large`` error, so a looping model cannot make decoding expensive.
+At most ``MAX_CALLS`` envelopes are decoded from one output; the rest stays content with one
+``payload_too_large`` error, so a looping model cannot make decoding expensive.
 
 Truncated JSON inside an envelope or a native ``arguments`` string is repaired like any other
 (``json.unclosed``, and ``json.unclosed_string`` when a string itself was cut, so callers who act
@@ -45,7 +46,7 @@ from typing import Any
 
 import orjson
 
-from codec import envelopes, native, textjson
+from codec import envelopes, native
 from codec.envelopes import Block
 from codec.errors import (
     BAD_REQUEST,
@@ -131,13 +132,18 @@ class ToolCallCodec:
     :param heuristics: extra XML heuristics, merged into the pipeline by phase.
     :param pipeline: a full ``Pipeline`` replacing the default one.
     :param nfkc_strings: NFKC-normalise string arguments (``text.nfkc``).
-    :param limits: size and depth bounds (a ``Limits`` or a dict of its fields); a longer
-        input gets ``payload_too_large``.
+    :param limits: size and depth bounds (a ``Limits`` or a dict of its fields); text past
+        ``max_chars`` is kept as content with a ``payload_too_large`` error.
+    :param starts_in_reasoning: the output begins inside ``<think>`` (chat templates of
+        reasoning models open it in the prompt): everything up to the first ``</think>`` is
+        reasoning. Without it a stray ``</think>`` is ordinary text, so that prose is never
+        held back waiting to learn whether it was reasoning.
     """
 
     def __init__(self, tools: list[dict[str, Any]] | None, *, heuristics: Iterable[Any] = (),
                  pipeline: Any = None, nfkc_strings: bool = False,
-                 limits: Limits | dict[str, int] = DEFAULT_LIMITS) -> None:
+                 limits: Limits | dict[str, int] = DEFAULT_LIMITS,
+                 starts_in_reasoning: bool = False) -> None:
         from codec.tools import ToolRegistry
 
         self.registry = ToolRegistry.from_tools(tools)
@@ -147,7 +153,12 @@ class ToolCallCodec:
         self._heuristics = tuple(heuristics)
         self._pipeline_arg = pipeline
         self._pipeline: Any = None
-        self._openers = envelopes.compile_openers(self.registry.names())
+        self.starts_in_reasoning = starts_in_reasoning
+        self.max_calls = MAX_CALLS
+        from codec.engine import compile_openers
+
+        self._openers = compile_openers(self.registry.names())
+        self._inner_openers = envelopes.compile_openers(self.registry.names())
 
     @property
     def pipeline(self) -> Any:
@@ -179,41 +190,36 @@ class ToolCallCodec:
             return _encodable(DecodeResult(ok=False, content=text.strip(), errors=[error],
                                            spans=[Span("text", 0, len(text))] if text else []))
 
+    def stream(self, *, id_prefix: str | None = None) -> Any:
+        """A ``codec.StreamDecoder`` for one streamed output, with this codec's tools and
+        options (see ``codec.stream``)."""
+        from codec.stream import StreamDecoder
+
+        return StreamDecoder(self, id_prefix=id_prefix)
+
     def validate(self, name: str, arguments: Any) -> ValidationResult:
         """Validate (and, where the schema allows, coerce) one call's arguments."""
         from codec.validation import validate_call
 
-        return validate_call(self.registry, name, arguments, nfkc_strings=self.nfkc_strings)
+        return validate_call(self.registry, name, arguments, nfkc_strings=self.nfkc_strings,
+                             limits=self.limits)
 
     # -- text -----------------------------------------------------------------------------
 
     def _decode_text(self, text: str) -> DecodeResult:
-        if len(text) > self.limits.max_chars:
-            error = CodecError(PAYLOAD_TOO_LARGE, f"input has {len(text)} characters; the limit"
-                               f" is {self.limits.max_chars}", {"limit": self.limits.max_chars})
-            return DecodeResult(ok=False, content=text.strip(), errors=[error],
-                                spans=[Span("text", 0, len(text))])
-        asm = _Assembly(text)
-        blocks = envelopes.scan(text, self._openers, MAX_CALLS)
-        shells = [b for b in blocks if b.is_envelope]
-        for block in blocks:
-            if not block.is_envelope:
-                asm.add_reasoning(block)
-        if not shells:
-            hits = textjson.find_json_calls(text, asm.free_regions(), check=self._check_pairs,
-                                            limits=self.limits)
-            for hit in hits:
-                asm.add_calls(hit.start, hit.end, hit.calls)
-            return asm.finish("json")
-        for index, block in enumerate(shells[:MAX_CALLS]):
-            self._decode_block(asm, index, block)
-        if len(shells) > MAX_CALLS:  # the scan stopped here: the rest is left undecoded
-            rest = shells[MAX_CALLS]
-            asm.add_markup(Block(rest.fmt, rest.start, len(text), rest.start, len(text), False),
-                           [_too_many(len(shells), "tool-call envelopes", at_least=True)])
-        if self._has_json_calls(text, asm.free_regions()):
-            asm.repairs.append("gate.mixed_formats")
-        return asm.finish("xml")
+        eng = self.engine()
+        eng.feed(text)
+        eng.finish()
+        return eng.result()
+
+    def engine(self, *, native: bool = False, id_prefix: str = "") -> Any:
+        """A fresh decoding engine (``codec.engine``) for one output."""
+        from codec.engine import Engine, _Open
+
+        eng = Engine(self, _Assembly(""), native=native, id_prefix=id_prefix)
+        if self.starts_in_reasoning:  # the chat template opened <think> in the prompt
+            eng.current = _Open("think", 0, 0, 0)
+        return eng
 
     def _decode_block(self, asm: _Assembly, index: int, block: Block) -> None:
         calls, errors = self._block_calls(asm.text, block)
@@ -248,7 +254,7 @@ class ToolCallCodec:
         head = payload.lstrip()
         if not head.startswith("<"):
             return "json", None
-        inner = envelopes.scan(head, self._openers)
+        inner = envelopes.scan(head, self._inner_openers)
         if inner and inner[0].start == 0 and inner[0].fmt in ("tool_tag", "tool_element"):
             return inner[0].fmt, inner[0].tag
         # Markup that is not a known tool tag: the Qwen3 ``<function=…>`` family, whose
@@ -302,7 +308,7 @@ class ToolCallCodec:
         calls, errors = [], []
         for part in parts:
             res = decode_xml_call(part, fmt, registry=self.registry, pipeline=self.pipeline,
-                                  tag_name=tag)
+                                  tag_name=tag, limits=self.limits)
             if res.errors:
                 errors.extend(res.errors)
             elif not res.name or self.registry.get(res.name) is None:
@@ -331,46 +337,42 @@ class ToolCallCodec:
             calls.append(Call(name, result.arguments, _dedupe(repairs + result.repairs)))
         return True, calls
 
-    def _has_json_calls(self, text: str, regions: list[tuple[int, int]]) -> bool:
-        """Whether JSON call shapes naming known tools appear (validity not required)."""
-
-        def known(pairs: list[tuple[str, Any]]) -> tuple[bool, list[Any]]:
-            return all(self.registry.get(n) is not None for n, _ in pairs), []
-
-        return bool(textjson.find_json_calls(text, regions, check=known, limits=self.limits))
-
     # -- messages -------------------------------------------------------------------------
 
     def _decode_message(self, message: dict[str, Any]) -> DecodeResult:
         msg = native.read_message(message)
+        eng = self.engine(native=msg.has_calls)
+        eng.feed(msg.content)
+        eng.finish()
+        return self.message_result(eng, msg)
+
+    def message_result(self, eng: Any, msg: native.NativeMessage) -> DecodeResult:
+        """The result of a message: its content's result, then its native calls.
+
+        Calls found in the content come first (a stream cannot take back a call it has
+        already sent), then the native calls; when both kinds of markup appear,
+        ``gate.mixed_formats`` says so.
+        """
         if not msg.has_calls:
-            result = self._decode_text(msg.content)
+            result = eng.result()
         else:
-            result = self._native_calls(msg)
+            asm = eng.asm
+            for nc in msg.calls:
+                call, errors = self._native_call(nc)
+                if call is not None:
+                    asm.calls.append(call)
+                    asm.repairs.extend(call.repairs)
+                    eng.native_events.append(eng._call_event(call))
+                asm.errors.extend(errors)
+            if eng.envelopes or eng.known_shape:
+                asm.repairs.append("gate.mixed_formats")
+            result = asm.finish("native")
+            result.path = "native"
         if msg.reasoning is not None:
             parts = [msg.reasoning.strip(), result.reasoning or ""]
             result.reasoning = "\n\n".join(p for p in parts if p)
         result.errors = msg.errors + result.errors
         result.ok = not result.errors
-        return result
-
-    def _native_calls(self, msg: native.NativeMessage) -> DecodeResult:
-        asm = _Assembly(msg.content)
-        blocks = envelopes.scan(msg.content, self._openers)
-        for block in blocks:
-            if not block.is_envelope:
-                asm.add_reasoning(block)
-        for nc in msg.calls:
-            call, errors = self._native_call(nc)
-            if call is not None:
-                asm.calls.append(call)
-                asm.repairs.extend(call.repairs)
-            asm.errors.extend(errors)
-        if any(b.is_envelope for b in blocks) or self._has_json_calls(msg.content,
-                                                                       asm.free_regions()):
-            asm.repairs.append("gate.mixed_formats")
-        result = asm.finish("native")
-        result.path = "native"
         return result
 
     def _native_call(self, nc: native.NativeCall) -> tuple[Call | None, list[CodecError]]:
@@ -425,7 +427,6 @@ def _encodable(result: DecodeResult) -> DecodeResult:
     from codec.normalize import (
         SURROGATE_REPLACED,
         replace_surrogates,
-        replace_surrogates_in,
         replace_surrogates_in_errors,
     )
 
@@ -436,18 +437,25 @@ def _encodable(result: DecodeResult) -> DecodeResult:
         result.reasoning, hit = replace_surrogates(result.reasoning)
         changed |= hit
     for call in result.calls:
-        try:
-            orjson.dumps(call.arguments)  # C speed; fails on a surrogate (or deep nesting)
-            continue
-        except TypeError:
-            call.arguments, hit = replace_surrogates_in(call.arguments)
-        if hit:
-            call.repairs.append(SURROGATE_REPLACED)
-            changed = True
+        clean_call(call)
+        changed |= SURROGATE_REPLACED in call.repairs
     changed |= replace_surrogates_in_errors(result.errors)
     if changed and SURROGATE_REPLACED not in result.repairs:
         result.repairs.append(SURROGATE_REPLACED)
     return result
+
+
+def clean_call(call: Call) -> None:
+    """Replace lone surrogates in a call's arguments (once), naming the repair on the call."""
+    from codec.normalize import SURROGATE_REPLACED, replace_surrogates_in
+
+    try:
+        orjson.dumps(call.arguments)  # C speed; fails on a surrogate (or deep nesting)
+        return
+    except TypeError:
+        call.arguments, hit = replace_surrogates_in(call.arguments)
+    if hit and SURROGATE_REPLACED not in call.repairs:
+        call.repairs.append(SURROGATE_REPLACED)
 
 
 def _strip_bidi(text: str) -> tuple[str, bool]:

@@ -16,6 +16,8 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 
+from codec import schema_regex
+
 _SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema")
 _EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -128,15 +130,18 @@ def _function_body(where: str, entry: dict) -> dict:
     return body
 
 
-def _schema_of(where: str, body: dict) -> dict:
+def _schema_of(where: str, body: dict) -> dict | bool:
     for key in _SCHEMA_KEYS:
         if body.get(key) is not None:
             schema = body[key]
             break
     else:
         return dict(_EMPTY_OBJECT_SCHEMA)
+    if isinstance(schema, bool):
+        return schema  # valid JSON Schema: true accepts any arguments, false none
     if not isinstance(schema, dict):
-        raise InvalidToolsError(f"{where}: {key!r} must be a JSON Schema object")
+        raise InvalidToolsError(f"{where}: {key!r} must be a JSON Schema (an object or a "
+                                f"boolean), got {type(schema).__name__}")
     declared = schema.get("type")
     if declared is not None and "object" not in (
         declared if isinstance(declared, list) else [declared]
@@ -151,18 +156,20 @@ _STRICT_CLASSES: dict[type, type] = {}
 
 
 def _strict_class(base: type) -> type:
-    """*base* with an ``integer`` type that excludes floats like ``5.0`` (and booleans)."""
+    """*base* with an ``integer`` type that excludes floats like ``5.0`` (and booleans), and
+    with its regex keywords evaluated by RE2 in linear time (``codec.schema_regex``)."""
     cls = _STRICT_CLASSES.get(base)
     if cls is None:
         checker = base.TYPE_CHECKER.redefine(
             "integer", lambda _checker, inst: isinstance(inst, int) and not isinstance(inst, bool)
         )
-        cls = extend(base, type_checker=checker)
+        keywords = {k: f for k, f in schema_regex.KEYWORDS.items() if k in base.VALIDATORS}
+        cls = extend(base, validators=keywords, type_checker=checker)
         _STRICT_CLASSES[base] = cls
     return cls
 
 
-def _compile(where: str, schema: dict) -> Validator:
+def _compile(where: str, schema: dict | bool) -> Validator:
     # The declared draft decides the keyword meanings (draft-07 ``items: [...]`` differs
     # from 2020-12); 2020-12 when none is declared. No format checker: in 2020-12 ``format``
     # is an annotation, and rejecting a call over a date's spelling would be a guess.
@@ -174,4 +181,16 @@ def _compile(where: str, schema: dict) -> Validator:
         raise InvalidToolsError(
             f"{where}: invalid parameter schema at '{pointer or '/'}': {exc.message:.200}"
         ) from None
+    try:
+        schema_regex.check_patterns(schema)
+    except schema_regex.UnsafePattern as exc:
+        raise InvalidToolsError(f"{where}: {exc}") from None
     return _strict_class(base)(schema)
+
+
+def compile_schema(where: str, schema: dict | bool) -> Validator:
+    """Compile any JSON Schema as parameter schemas are (e.g. a tool's output schema).
+
+    *where* names the schema in the ``InvalidToolsError`` raised when it is invalid.
+    """
+    return _compile(where, schema)

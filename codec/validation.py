@@ -13,7 +13,7 @@ from codec.errors import (
     CodecError,
 )
 from codec.jsonrepair import repair_json
-from codec.limits import DEFAULT_LIMITS
+from codec.limits import DEFAULT_LIMITS, Limits
 from codec.normalize import NestingTooDeep, normalize_payload
 from codec.result import ValidationResult
 from codec.tools import ToolRegistry, ToolSpec
@@ -51,6 +51,7 @@ def validate_call(
     *,
     text_values: bool = False,
     nfkc_strings: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> ValidationResult:
     """Validate one call of tool *name*, repairing what can be repaired without guessing.
 
@@ -59,41 +60,43 @@ def validate_call(
     is a ``schema_violation``; then `normalize_payload`, `coerce_arguments` and
     `check_arguments`. The result holds the coerced arguments even when they are invalid,
     so the caller sees what was checked. ``ok`` is true iff there are no errors.
-    *text_values* and *nfkc_strings* are passed on to coercion and normalisation.
+    *text_values* and *nfkc_strings* are passed on to coercion and normalisation; *limits*
+    bounds the nesting depth and any JSON string decoded here.
     """
     spec = registry.get(name) if isinstance(name, str) else None
     if spec is None:
         return ValidationResult(False, arguments, [], [_unknown_tool(registry, name)])
     repairs: list[str] = []
-    arguments, error = _as_object(spec, arguments, repairs)
+    arguments, error = _as_object(spec, arguments, repairs, limits)
     if error is not None:
         return ValidationResult(False, arguments, repairs, [error])
     try:
         arguments, found = normalize_payload(
-            arguments, nfkc_strings=nfkc_strings, max_depth=DEFAULT_LIMITS.max_depth
+            arguments, nfkc_strings=nfkc_strings, max_depth=limits.max_depth
         )
         _extend(repairs, found)
-        arguments, found, valid = coerce_checked(spec, arguments, text_values=text_values)
+        arguments, found, valid = coerce_checked(spec, arguments, text_values=text_values,
+                                                 limits=limits)
         _extend(repairs, found)
         errors = [] if valid else check_arguments(spec, arguments)
     except (NestingTooDeep, RecursionError):
         error = CodecError(
             NESTING_TOO_DEEP,
-            f"arguments of {spec.name!r} nest deeper than {DEFAULT_LIMITS.max_depth} levels",
-            {"tool": spec.name, "limit": DEFAULT_LIMITS.max_depth},
+            f"arguments of {spec.name!r} nest deeper than {limits.max_depth} levels",
+            {"tool": spec.name, "limit": limits.max_depth},
         )
         return ValidationResult(False, arguments, repairs, [error])
     return ValidationResult(not errors, arguments, repairs, errors)
 
 
 def _as_object(
-    spec: ToolSpec, arguments: object, repairs: list[str]
+    spec: ToolSpec, arguments: object, repairs: list[str], limits: Limits
 ) -> tuple[Any, CodecError | None]:
     """The arguments as a dict (decoding a JSON string), or an error saying why not."""
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
         return {}, None
     if isinstance(arguments, str):
-        decoded, error = _decode(spec, arguments, repairs)
+        decoded, error = _decode(spec, arguments, repairs, limits)
         if error is not None:
             return arguments, error
         arguments = decoded
@@ -106,8 +109,9 @@ def _as_object(
     return arguments, None
 
 
-def _decode(spec: ToolSpec, text: str, repairs: list[str]) -> tuple[Any, CodecError | None]:
-    result = repair_json(text)
+def _decode(spec: ToolSpec, text: str, repairs: list[str],
+            limits: Limits) -> tuple[Any, CodecError | None]:
+    result = repair_json(text, limits=limits)
     if not result.ok:
         errors = result.errors or [
             CodecError(INVALID_JSON, f"arguments of {spec.name!r} could not be decoded as JSON")

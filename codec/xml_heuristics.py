@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from codec.heuristics import HeuristicContext, HeuristicResult, Phase
+from codec.limits import DEFAULT_LIMITS
 from codec.xmlscan import BARE_AMP_PATTERN, NAME_PATTERN, ScanOptions, find_missing_closes
 
 _CDATA_RE = re.compile(r"<!\[CDATA\[.*?(?:\]\]>|\Z)", re.DOTALL)
@@ -211,7 +212,8 @@ class SchemaCoerce:
         from codec.coerce import coerce_arguments  # late: a sibling module
 
         # coerce_arguments never mutates its input, so the pipeline's comparison sees changes.
-        coerced, repairs = coerce_arguments(ctx.meta["tool_spec"], ctx.parsed, text_values=True)
+        coerced, repairs = coerce_arguments(ctx.meta["tool_spec"], ctx.parsed, text_values=True,
+                                            limits=ctx.meta.get("limits", DEFAULT_LIMITS))
         return HeuristicResult(parsed=coerced, repairs=tuple(repairs))
 
 

@@ -102,6 +102,7 @@ def decode_xml_call(
         xml_format=fmt,
         tool_spec=spec,
         scan_options=_scan_options(fmt, name, schema, limits),
+        limits=limits,
     )
     pipeline.run(ctx, lambda text, c: _parse(text, c, fmt, tag_name, registry))
     return _finish(ctx, registry)

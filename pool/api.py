@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from codec.errors import BAD_REQUEST
+from pool import door
+from worker.jobs import error_envelope
 from worker.metrics import Metrics
 
 BACKENDS = ("process", "rq")
@@ -25,6 +29,10 @@ class Pool:
         ``rejected`` (the RQ backend's ``max_queue``).
     :param metrics: where outcomes are counted; by default a :class:`Metrics` on
         ``registry`` (the prometheus_client default registry if that is None too).
+    :param max_payload_chars: a payload with more characters than this (strings and
+        container items, counted without encoding) is answered ``payload_too_large`` at
+        once, before it is encoded or enqueued; by default the operator's ``max_chars``
+        ceiling (``TOOLCODEC_MAX_CHARS``) plus room for tools and options.
     :param backend_options: passed to the backend, e.g. ``redis_url=`` and ``queue=`` for
         RQ, ``handler=`` or ``start_method=`` for processes.
 
@@ -42,40 +50,87 @@ class Pool:
         queue_size: int | None = None,
         metrics: Metrics | None = None,
         registry: CollectorRegistry | None = None,
+        max_payload_chars: int | None = None,
         **backend_options: Any,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        budget, why = door.check_budget(timeout_ms, timeout_ms)
+        if budget is None:
+            raise ValueError(why)
         self.backend = backend
+        self.timeout_ms = budget * 1000.0
+        self.max_payload_chars = (door.default_max_payload_chars() if max_payload_chars is None
+                                  else int(max_payload_chars))
         self.metrics = metrics if metrics is not None else Metrics(registry)
         self._impl = _make_backend(
-            backend, workers, timeout_ms, queue_size, self.metrics, backend_options
+            backend, workers, self.timeout_ms, queue_size, self.metrics, backend_options
         )
         self._threads: ThreadPoolExecutor | None = None
 
     def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict:
-        """Run one job and return its envelope within ``timeout_ms`` (plus a small grace)."""
-        return self._impl.submit(op, payload, timeout_ms=timeout_ms)
+        """Run one job and return its envelope within ``timeout_ms`` (plus a small grace).
+
+        Never raises: a bad op, budget or oversized payload is answered at once.
+        """
+        start = time.monotonic()
+        ms, refused = self._door(op, payload, timeout_ms)
+        if refused is not None:
+            return self._answer_now(op, start, refused)
+        return self._impl.submit(op, payload, timeout_ms=ms)
 
     def map(
         self, op: str, payloads: Iterable[dict], *, timeout_ms: float | None = None
     ) -> list[dict]:
         """Run one job per payload concurrently; the envelopes keep the payloads' order."""
+        start = time.monotonic()
+        items = list(payloads)
+        out: list[dict | None] = [None] * len(items)
+        ms, accepted = 0.0, []
+        for i, payload in enumerate(items):
+            ms, refused = self._door(op, payload, timeout_ms)
+            if refused is not None:
+                out[i] = self._answer_now(op, start, refused)
+            else:
+                accepted.append(i)
+        if accepted:
+            for i, envelope in zip(accepted, self._map([items[i] for i in accepted], op, ms),
+                                   strict=True):
+                out[i] = envelope
+        return out  # type: ignore[return-value]
+
+    def _map(self, items: list[dict], op: str, ms: float) -> list[dict]:
         native = getattr(self._impl, "map", None)
         if native is not None:
-            return native(op, payloads, timeout_ms=timeout_ms)
-        items = list(payloads)
+            return native(op, items, timeout_ms=ms)
         if self._threads is None:
             self._threads = ThreadPoolExecutor(16, thread_name_prefix="toolcodec-pool-map")
-        futures = [self._threads.submit(self.submit, op, p, timeout_ms=timeout_ms) for p in items]
+        futures = [self._threads.submit(self._impl.submit, op, p, timeout_ms=ms) for p in items]
         return [f.result() for f in futures]
 
     async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict:
         """Like :meth:`submit`, awaitable; the event loop stays free while the job runs."""
+        start = time.monotonic()
+        ms, refused = self._door(op, payload, timeout_ms)
+        if refused is not None:
+            return self._answer_now(op, start, refused)
         native = getattr(self._impl, "asubmit", None)
         if native is not None:
-            return await native(op, payload, timeout_ms=timeout_ms)
-        return await asyncio.to_thread(self.submit, op, payload, timeout_ms=timeout_ms)
+            return await native(op, payload, timeout_ms=ms)
+        return await asyncio.to_thread(self._impl.submit, op, payload, timeout_ms=ms)
+
+    def _door(self, op: Any, payload: Any, timeout_ms: Any) -> tuple[float, dict | None]:
+        budget, why = door.check_budget(timeout_ms, self.timeout_ms)
+        if budget is None:
+            name = op if isinstance(op, str) else ""
+            return 0.0, error_envelope(name, "error", BAD_REQUEST, why, field="timeout_ms")
+        return budget * 1000.0, door.refusal(op, payload, self.max_payload_chars)
+
+    def _answer_now(self, op: Any, start: float, out: dict) -> dict:
+        envelope = {**out, "op": out["op"], "backend": self.backend,
+                    "elapsed_ms": (time.monotonic() - start) * 1000.0}
+        self.metrics.observe(envelope["op"], self.backend, envelope)
+        return envelope
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop taking jobs, let in-flight ones finish for up to ``timeout`` s, stop workers."""

@@ -1,4 +1,4 @@
-"""The ``toolcodec`` command: decode, repair, kindaxml, worker.
+"""The ``toolcodec`` command: decode, repair, kindaxml, worker, serve, bench.
 
 Exit codes: 0 the result was printed and says ``ok``; 1 the result was printed and says
 ``ok: false`` (or the job did not finish: timeout, lost worker); 2 usage errors, unreadable input
@@ -8,6 +8,8 @@ or a bad tools file, reported on one line of stderr.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -15,7 +17,17 @@ from typing import Any
 
 import orjson
 
+from pool.door import MAX_TIMEOUT_MS
+
 EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), as for every other error."""
+
+    def error(self, message: str) -> Any:
+        sys.stderr.write(f"{self.prog}: {message} (see {self.prog} -h)\n")
+        raise SystemExit(EXIT_USAGE)
 
 
 class CliError(Exception):
@@ -116,20 +128,99 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         queue=args.queue,
         concurrency=args.concurrency,
         metrics_port=args.metrics_port,
+        max_chars=args.max_chars,
+        max_depth=args.max_depth,
     )
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from pool.bench.cli import BenchUsageError, run
+
+    try:
+        return run(args)
+    except BenchUsageError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def timeout_ms(text: str) -> float:
+    """An argparse type: a budget in milliseconds the platform can wait (usage error else)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of milliseconds, got {text}")
+    if value > MAX_TIMEOUT_MS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_TIMEOUT_MS:.0f} ms (one hour), got {text}")
+    return value
+
+
+def _bounded_int(low: int, high: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+    return parse
+
+
+PORT = _bounded_int(1, 65535)
+COUNT = _bounded_int(1, 1024)
 
 
 def _job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", nargs="?", default="-", metavar="FILE|-",
                         help="model output to read (default: standard input)")
-    parser.add_argument("--timeout-ms", type=int, default=2000,
+    parser.add_argument("--timeout-ms", type=timeout_ms, default=2000.0,
                         help="budget for the job in milliseconds (default: 2000)")
     parser.add_argument("--in-process", action="store_true",
                         help="run the codec in this process instead of the embedded worker pool")
 
 
+def _serve_parser(sub: Any) -> None:
+    serve = sub.add_parser("serve", help="run the HTTP service (and, with --upstream, the "
+                           "OpenAI-compatible repairing proxy)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=PORT, default=8080)
+    serve.add_argument("--backend", choices=("process", "rq"), default="process")
+    serve.add_argument("--workers", type=COUNT, default=None,
+                       help="process backend: worker processes (default: CPU count)")
+    serve.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    serve.add_argument("--queue", default="toolcodec")
+    serve.add_argument("--timeout-ms", type=timeout_ms, default=50.0,
+                       help="job budget; a request may only lower it (default: 50)")
+    serve.add_argument("--max-body", type=_bounded_int(1024, 1 << 30), default=10 * 1024 * 1024,
+                       help="largest request body in bytes (default: 10 MiB)")
+    serve.add_argument("--drain-s", type=float, default=10.0,
+                       help="on SIGTERM, how long in-flight requests may finish (default: 10)")
+    serve.add_argument("--upstream", default=None, metavar="URL",
+                       help="model server to proxy /v1/chat/completions and /v1/models to")
+    serve.add_argument("--upstream-key-env", default=None, metavar="VAR",
+                       help="environment variable holding the upstream API key")
+    serve.add_argument("--tools-as-prompt", action="store_true",
+                       help="send the request's tools to upstream as a system prompt")
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from pool.serve import ServeConfig, run
+
+    key = None
+    if args.upstream_key_env:
+        key = os.environ.get(args.upstream_key_env)
+        if not key:
+            raise CliError(f"--upstream-key-env: {args.upstream_key_env} is not set")
+    if not (0 < args.drain_s <= 3600):
+        raise CliError("--drain-s must be between 0 and 3600 seconds")
+    return run(ServeConfig(args.host, args.port, args.backend, args.workers, args.redis_url,
+                           args.queue, args.timeout_ms, args.max_body, args.drain_s,
+                           args.upstream, key, args.tools_as_prompt))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="toolcodec",
         description="Decode, repair and validate tool calls emitted by language models.",
     )
@@ -151,10 +242,21 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run RQ workers that execute codec jobs from Redis")
     worker.add_argument("--redis-url", required=True, help="e.g. redis://127.0.0.1:6379/0")
     worker.add_argument("--queue", default="toolcodec", help="queue name (default: toolcodec)")
-    worker.add_argument("--concurrency", type=int, default=1,
+    worker.add_argument("--concurrency", type=COUNT, default=1,
                         help="worker processes to supervise (default: 1)")
-    worker.add_argument("--metrics-port", type=int, default=None,
+    worker.add_argument("--metrics-port", type=PORT, default=None,
                         help="serve Prometheus metrics on this port")
+    worker.add_argument("--max-chars", type=_bounded_int(1, 10**12), default=None,
+                        help="ceiling on the characters one job may have parsed "
+                             "(default: TOOLCODEC_MAX_CHARS or 8000000); jobs may only lower it")
+    worker.add_argument("--max-depth", type=_bounded_int(1, 200), default=None,
+                        help="ceiling on nesting depth "
+                             "(default: TOOLCODEC_MAX_DEPTH or 128; at most 200)")
+
+    _serve_parser(sub)
+    from pool.bench.cli import add_parser as add_bench_parser
+
+    add_bench_parser(sub)
     return parser
 
 
@@ -167,7 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return cli_main(argv[1:])
     args = parser.parse_args(argv)
-    handlers = {"decode": _cmd_decode, "repair": _cmd_repair, "worker": _cmd_worker}
+    handlers = {"decode": _cmd_decode, "repair": _cmd_repair, "worker": _cmd_worker,
+                "serve": _cmd_serve, "bench": _cmd_bench}
     try:
         return handlers[args.command](args)
     except CliError as exc:

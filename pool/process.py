@@ -430,6 +430,11 @@ class ProcessBackend:
             self._executor.shutdown(wait=False, cancel_futures=True)
         self._gauges.retire()
 
+    def live_workers(self) -> int:
+        """Workers running or ready to run a job (not being re-forked)."""
+        counts = self._gauges.counts
+        return counts["idle"] + counts["busy"]
+
     @property
     def pids(self) -> list[int | None]:
         """The worker processes' ids (for tests and diagnostics)."""

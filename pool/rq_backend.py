@@ -23,6 +23,7 @@ from rq.job import Job, JobStatus
 from rq.utils import now
 
 from codec.errors import BACKEND_UNAVAILABLE, BAD_REQUEST, REJECTED, TIMEOUT, CodecError
+from pool.door import check_budget
 from worker import rq_protocol as proto
 
 # KEYS: queue list, job hash, RQ's set of queues.
@@ -103,8 +104,9 @@ class RQBackend:
         happened. The caller is blocked at most ``timeout_ms`` plus scheduling noise.
         """
         start = time.monotonic()
-        budget = (self.timeout_ms if timeout_ms is None else float(timeout_ms)) / 1000.0
-        env = self._submit(op, payload, start, budget)
+        budget, why = check_budget(timeout_ms, self.timeout_ms)
+        env = (_error(op, "error", BAD_REQUEST, why, field="timeout_ms") if budget is None
+               else self._submit(op, payload, start, budget))
         env["backend"] = self.name
         env["elapsed_ms"] = (time.monotonic() - start) * 1000.0
         if self.metrics is not None:

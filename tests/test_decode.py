@@ -233,7 +233,10 @@ def test_unclosed_think_runs_to_end(tc):
     assert r.reasoning.startswith("still thinking about <tool_call>")
 
 
-def test_leading_orphan_close_think(tc):
+def test_stray_close_think_is_text_unless_the_output_starts_in_reasoning(tc):
+    r = tc.decode("I should check.\n</think>\n\nIt is sunny.")
+    assert r.reasoning is None and r.content == "I should check.\n</think>\n\nIt is sunny."
+    tc = ToolCallCodec(TOOLS, starts_in_reasoning=True)
     r = tc.decode("I should check.\n</think>\n\nIt is sunny.")
     assert r.reasoning == "I should check." and r.content == "It is sunny."
 

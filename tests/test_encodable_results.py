@@ -20,7 +20,27 @@ FRAGMENTS = st.sampled_from([
     "<think>", "</think>", "<function=note>", "<parameter=text>", "</parameter>",
     "\\ud800", "\\uDC00", "<cite>", "</cite>", "&#xD800;", "'", ",",
 ])
-TEXT = st.lists(st.one_of(st.text(max_size=8), SURROGATES, FRAGMENTS), max_size=24).map("".join)
+NUMBERS = st.sampled_from([
+    "99999999999999999999", "-99999999999999999999", "0x99999999999999999",
+    "-0x8000000000000001", "0xFFFFFFFFFFFFFFFFF", "1.8446744073709552e+19", "1e400", "…", "...",
+    "18446744073709551616", "-9223372036854775809",
+])
+NESTING = st.integers(min_value=0, max_value=300).map(lambda n: "[" * n + "]" * n)
+TEXT = st.lists(st.one_of(st.text(max_size=8), SURROGATES, FRAGMENTS, NUMBERS, NESTING),
+                max_size=24).map("".join)
+INT_TOOLS = [{"name": "note", "parameters": {"type": "object", "properties": {
+    "n": {"type": "integer"}, "xs": {"type": "array", "items": {"type": "integer"}}}}}]
+
+
+@settings(max_examples=300)
+@given(st.lists(NUMBERS | st.sampled_from(['"1e30"', '"123"', "2.0", "[", "]", ","]),
+                max_size=6).map(lambda parts: " ".join(parts)))
+def test_numbers_of_every_width_encode(numbers: str) -> None:
+    for text in (numbers, f"[{numbers}]", '{"n": ' + numbers + "}"):
+        orjson.dumps(codec.repair_json(text).to_dict())
+        call = f'<tool_call>{{"name": "note", "arguments": {{"n": {numbers}, "xs": [{numbers}]}}}}'
+        orjson.dumps(codec.decode(call + "</tool_call>", tools=INT_TOOLS).to_dict())
+        orjson.dumps(codec.decode(call.replace(": ", ': "', 1), tools=INT_TOOLS).to_dict())
 
 
 @settings(max_examples=300)
@@ -65,7 +85,7 @@ def test_deep_arguments_never_exhaust_the_stack() -> None:
     for text in (f'<tool_call>{{"name": "g", "arguments": {{"a": {deep}}}}}</tool_call>',
                  f"<tool_call><function=g><parameter=a>{deep}</parameter></function></tool_call>",
                  f"<g><a>{deep}</a></g>"):
-        result = codec.decode(text + "\ud800", tools=tools)
+        result = codec.decode(text + "\ud800", tools=tools, limits=codec.Limits(max_depth=600))
         assert result.ok, result.errors
         assert "text.surrogate_replaced" in result.to_dict()["repairs"]
     too_deep: object = "x"

@@ -204,7 +204,7 @@ def test_deep_nesting_is_reported_not_raised(text: str) -> None:
     res = repair_json(text)
     assert res.ok is False
     assert res.errors[0].code == "nesting_too_deep"
-    assert res.errors[0].details["position"] == 512 * (5 if text.startswith("{") else 1)
+    assert res.errors[0].details["position"] == 128 * (5 if text.startswith("{") else 1)
 
 
 def test_deep_nesting_parses_with_raised_limit() -> None:

@@ -256,7 +256,7 @@ def test_metric_counts_equal_outcomes(start_rq_worker, backend) -> None:
     assert seen == {("_sleep", "ok"): 6, ("_sleep", "timeout"): 1,
                     ("_crash", "worker_lost"): 1, ("nope", "error"): 1}
     expected = {("_sleep", "success"): 6, ("_sleep", "timeout"): 1,
-                ("_crash", "worker_lost"): 1, ("nope", "failure"): 1}
+                ("_crash", "worker_lost"): 1, ("unknown", "failure"): 1}
     for (op, outcome), n in expected.items():
         labels = {"op": op, "backend": "rq", "outcome": outcome}
         assert caller.registry.get_sample_value("toolcodec_jobs_total", labels) == n
@@ -267,18 +267,41 @@ def test_metric_counts_equal_outcomes(start_rq_worker, backend) -> None:
     assert total == 7
 
 
-def test_jobs_from_plain_rq_producers_take_the_stock_path(
-    start_rq_worker, redis_server, queue_name
+def refused(port: int, reason: str) -> float:
+    return scrape(port).get(("toolcodec_rq_jobs_refused_total", (("reason", reason),)), 0.0)
+
+
+def test_a_redis_writer_cannot_run_code_in_a_worker(
+    start_rq_worker, redis_server, queue_name, backend, tmp_path
 ) -> None:
+    """Jobs that are not toolcodec jobs are refused unrun, removed, counted and logged."""
     from rq import Queue
 
-    start_rq_worker()
+    group = start_rq_worker(metrics=True)
     conn = redis_server.client()
-    queue = Queue(queue_name, connection=conn, serializer=proto.SERIALIZER)
-    job = {"id": "plain-1", "op": "_sleep", "payload": {"seconds": 0}, "deadline": None}
-    rq_job = queue.enqueue(proto.RUN_JOB, job)
-    result = rq_job.latest_result(timeout=5)
-    assert result is not None and result.type == result.Type.SUCCESSFUL
-    assert result.return_value["status"] == "ok"
-    assert result.return_value["result"] == {"slept": 0.0}
+    json_queue = Queue(queue_name, connection=conn, serializer=proto.SERIALIZER)
+    pickle_queue = Queue(queue_name, connection=conn)  # RQ's default: pickle
+    marks = [tmp_path / f"mark-{i}" for i in range(4)]
+    jobs = [
+        json_queue.enqueue("os.system", f"touch {marks[0]}"),
+        json_queue.enqueue("tests.rq_marker.touch", str(marks[1])),
+        pickle_queue.enqueue("tests.rq_marker.touch", str(marks[2])),
+        # our function, but not sent by a toolcodec caller (no reply list):
+        json_queue.enqueue(proto.RUN_JOB, {"id": "x", "op": "_crash", "payload": {},
+                                           "deadline": time.time() + 60}),
+        # our function with a reply list outside toolcodec's key space:
+        json_queue.enqueue(proto.RUN_JOB, {"id": "y", "op": "repair", "payload": {"text": "1"},
+                                           "deadline": time.time() + 60},
+                           meta={proto.META_REPLY_TO: "some:other:key"}),
+    ]
+    port = group.metrics_port
+    expected = {"foreign_function": 2, "undecodable": 1, "no_reply_to": 2}
+    assert wait_for(lambda: all(refused(port, r) == n for r, n in expected.items()), 15)
+    assert not any(m.exists() for m in marks)
+    assert conn.llen(proto.intermediate_key(queue_name)) == 0
+    assert not any(conn.exists(proto.job_key(j.id)) for j in jobs)
+    assert not conn.exists("some:other:key")
+    # The lane is unharmed: toolcodec jobs still run.
+    assert backend.submit("repair", {"text": "[1,"})["status"] == "ok"
+    assert restarts(port, "crash") == 0
     conn.close()

@@ -41,6 +41,9 @@ _CHUNK = 1 << 16
 _READY = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
+MAX_POLL_S = 3600.0  # longer waits are cut: the deadline is re-checked by the caller
+
+
 class WorkerDied(Exception):
     """The worker process is gone (killed, crashed or exited); its job has no answer."""
 
@@ -107,8 +110,11 @@ class WorkerProcess:
         """Wait up to ``timeout`` seconds; True when a result (or the child's death) is ready."""
         if self._conn is None:
             return True  # recv() will report the death
-        # poll() counts whole milliseconds: round up so as never to return early.
-        return bool(self._poller.poll(math.ceil(max(timeout, 0.0) * 1000)))
+        # poll() counts whole milliseconds in a C int: round up so as never to return early,
+        # and cap what a job from a foreign producer could ask for (a lane must never die).
+        if not timeout > 0:  # also NaN
+            timeout = 0.0
+        return bool(self._poller.poll(math.ceil(min(timeout, MAX_POLL_S) * 1000)))
 
     def recv(self) -> dict:
         """Return the next envelope; raises :class:`WorkerDied` if the child died first."""

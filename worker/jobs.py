@@ -20,6 +20,7 @@ import orjson
 import codec
 from codec.errors import BAD_REQUEST, INTERNAL_ERROR, TIMEOUT, CodecError
 from worker import faults
+from worker.limits import LimitsError, job_limits, operator_limits
 
 FAULT_ENV = "TOOLCODEC_FAULT_INJECTION"
 CODEC_CACHE_SIZE = 64
@@ -136,12 +137,15 @@ def _op_decode(payload: dict) -> dict:
         raise BadRequest("decode needs exactly one of 'text' (string) or 'message' (object)")
     source = _field(payload, "text", str) if text is not None else _field(payload, "message", dict)
     tools = _tools(payload, required=False)
-    options = _field(payload, "options", dict, required=False) or {}
+    options = dict(_field(payload, "options", dict, required=False) or {})
+    options["limits"] = _limits(options.get("limits"))
     return codec_for(tools or [], options).decode(source).to_dict()
 
 
 def _op_repair(payload: dict) -> dict:
-    return codec.repair_json(_field(payload, "text", str)).to_dict()
+    options = _field(payload, "options", dict, required=False) or {}
+    limits = _limits(options.get("limits"))
+    return codec.repair_json(_field(payload, "text", str), limits=limits).to_dict()
 
 
 def _op_validate(payload: dict) -> dict:
@@ -149,7 +153,21 @@ def _op_validate(payload: dict) -> dict:
     if "arguments" not in payload:
         raise BadRequest("validate needs 'arguments'", "payload.arguments")
     tools = _tools(payload, required=True)
-    return codec_for(tools, {}).validate(name, payload["arguments"]).to_dict()
+    return codec_for(tools, {"limits": _limits(None)}).validate(
+        name, payload["arguments"]).to_dict()
+
+
+_CEILING: list[Any] = []  # the operator's Limits, read from the environment on first use
+
+
+def _limits(requested: Any) -> Any:
+    """The job's limits: what it asked for, never above the operator's ceiling."""
+    if not _CEILING:
+        _CEILING.append(operator_limits())
+    try:
+        return job_limits(requested, _CEILING[0])
+    except LimitsError as exc:
+        raise BadRequest(str(exc), "payload.options.limits") from exc
 
 
 def _op_kindaxml(payload: dict) -> dict:

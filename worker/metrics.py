@@ -81,6 +81,13 @@ def _create(registry: CollectorRegistry) -> dict[str, Any]:
             ["path"],
             registry=registry,
         ),
+        "jobs_refused_total": Counter(
+            "toolcodec_rq_jobs_refused_total",
+            "Jobs found on the Redis queue that are not toolcodec jobs, refused unrun "
+            "(reason: foreign_function, no_reply_to, bad_arguments, undecodable).",
+            ["reason"],
+            registry=registry,
+        ),
     }
 
 
@@ -105,6 +112,7 @@ class Metrics:
         self.worker_restarts_total: Counter = found["worker_restarts_total"]
         self.repairs_total: Counter = found["repairs_total"]
         self.decode_path_total: Counter = found["decode_path_total"]
+        self.jobs_refused_total: Counter = found["jobs_refused_total"]
         # labels() takes a lock and builds a key on every call (about 0.8 us): the hot path
         # keeps the children it has used. Label sets are few (ops x outcomes, repair ids,
         # paths), so these stay small.
@@ -113,7 +121,13 @@ class Metrics:
         self._paths: dict[str, Any] = {}
 
     def observe(self, op: str, backend: str, envelope: dict) -> None:
-        """Count one finished call: outcome, latency, and the repairs/path of its result."""
+        """Count one finished call: outcome, latency, and the repairs/path of its result.
+
+        An op that is not one of the worker's is counted as ``op="unknown"``: label values
+        must stay a small closed set whatever callers send.
+        """
+        if op not in _known_ops():
+            op = "unknown"
         outcome = outcome_of(envelope)
         jobs = self._children.get((op, backend, outcome))
         if jobs is None:
@@ -146,6 +160,10 @@ class Metrics:
                 child = self._paths[path] = self.decode_path_total.labels(path)
             child.inc()
 
+    def refused(self, reason: str) -> None:
+        """Count one job refused by an RQ worker because it is not a toolcodec job."""
+        self.jobs_refused_total.labels(reason).inc()
+
     def restarted(self, backend: str, reason: str) -> None:
         """Count one worker replacement (``reason``: ``timeout`` or ``crash``)."""
         self.worker_restarts_total.labels(backend, reason).inc()
@@ -154,6 +172,18 @@ class Metrics:
         """Set the ``workers`` gauge for every state in ``counts``."""
         for state, n in counts.items():
             self.workers.labels(backend, state).set(n)
+
+
+_KNOWN_OPS: list[frozenset[str]] = []
+
+
+def _known_ops() -> frozenset[str]:
+    if not _KNOWN_OPS:  # imported on first use: jobs imports the codec
+        from worker.faults import FAULT_OPS
+        from worker.jobs import OPS
+
+        _KNOWN_OPS.append(frozenset(OPS) | frozenset(FAULT_OPS))
+    return _KNOWN_OPS[0]
 
 
 def _strings(value: Any) -> list[str]:

@@ -8,7 +8,11 @@ until the job's absolute deadline. At the deadline the child is SIGKILLed (C cod
 included) and forked again (~10 ms), so the lane is back within milliseconds and no fork is
 paid per job. The answer goes to the caller's reply list in one pipelined round trip.
 
-Jobs from other producers (no ``reply_to``, or another function) take RQ's stock path.
+Only toolcodec jobs run: a job that names any other function, or carries no ``reply_to``,
+or whose data cannot be read, is refused without being imported, deserialised beyond JSON or
+called — it is removed from the queue, logged and counted in
+``toolcodec_rq_jobs_refused_total{reason}``. Anyone who can write to Redis can still submit
+toolcodec jobs (and so use CPU), but never run code of their choosing: see ``docs/rq.md``.
 Lanes share one process, so one prometheus registry counts every outcome the workers see
 (``--metrics-port``); see ``docs/rq.md`` for which side counts what.
 """
@@ -38,6 +42,8 @@ from codec.errors import TIMEOUT, WORKER_LOST
 from worker import rq_protocol as proto
 from worker.child import WorkerDied, WorkerProcess
 from worker.jobs import error_envelope, warm
+from worker.limits import ENV as ENV_LIMITS
+from worker.limits import LimitsError, operator_limits
 from worker.metrics import Metrics
 
 log = logging.getLogger("toolcodec.worker")
@@ -166,6 +172,8 @@ class ToolcodecWorker(SimpleWorker):
         backoff = 0.02
         while not self._stop_requested:
             try:
+                if self._state_written is None and backoff > 0.02:
+                    self._register_again()  # a restarted Redis has forgotten this worker
                 self.set_state(WorkerStatus.IDLE)
                 self.heartbeat()
                 if self.should_run_maintenance_tasks:
@@ -183,22 +191,47 @@ class ToolcodecWorker(SimpleWorker):
                 self._state_written = None  # a restarted Redis has forgotten us
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
-            except Exception as exc:  # an unreadable job hash must not stop the lane
-                log.error("worker %s: could not load job %s: %s",
-                          self.name, getattr(exc, "job_id", "?"), exc)
+            except Exception as exc:  # noqa: BLE001 - an unreadable job must not stop the lane
+                self._refuse_unloadable(exc)
         return None
+
+    def _register_again(self) -> None:
+        """Write this worker's registration again (``rq info`` and readiness read it)."""
+        try:
+            if not self.connection.exists(self.key):
+                self.register_birth()
+        except _REDIS_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - registration is informational
+            log.warning("worker %s: could not register again: %s", self.name, exc)
+
+    def _refuse_unloadable(self, exc: Exception) -> None:
+        """A job hash RQ could not load (e.g. pickled by another producer): drop it, count it."""
+        job_id, queue = getattr(exc, "job_id", None), getattr(exc, "queue", None)
+        log.warning("worker %s: refused job %s: it cannot be read as a toolcodec job (%s)",
+                    self.name, job_id or "?", exc)
+        self.metrics.refused("undecodable")
+        if not isinstance(job_id, str) or queue is None:
+            return
+        try:
+            with self.connection.pipeline(transaction=False) as pipe:
+                pipe.lrem(proto.intermediate_key(queue.name), 1, job_id)
+                pipe.delete(proto.job_key(job_id))
+                pipe.execute()
+        except _REDIS_ERRORS as redis_exc:
+            log.error("worker %s: could not remove job %s: %s", self.name, job_id, redis_exc)
 
     # -- running a job -----------------------------------------------------------------------
 
     def execute_job(self, job: Job, queue: Queue) -> None:
-        """Run a toolcodec job in the child under its deadline; others the stock way."""
-        try:
-            reply_to = job.meta.get(proto.META_REPLY_TO)
-            is_ours = job.func_name == proto.RUN_JOB and bool(reply_to) and len(job.args) == 1
-        except Exception:  # undecodable data: let RQ's own path fail it and record why
-            is_ours = False
-        if not is_ours:
-            super().execute_job(job, queue)
+        """Run a toolcodec job in the child under its deadline; refuse anything else.
+
+        RQ's stock path is never taken: it would import and call whatever function the job
+        names (and its callbacks), so a Redis writer could run code in the worker.
+        """
+        reply_to, refusal = _ours(job)
+        if refusal is not None:
+            self._refuse(job, queue, refusal)
             return
         started = time.monotonic()
         task = job.args[0]
@@ -213,6 +246,18 @@ class ToolcodecWorker(SimpleWorker):
             self._restart_child(restart_reason)
         self.metrics.observe(op or "unknown", BACKEND,
                              {**env, "elapsed_ms": (time.monotonic() - started) * 1000.0})
+
+    def _refuse(self, job: Job, queue: Queue, reason: str) -> None:
+        log.warning("worker %s: refused job %s from queue %s (%s); it was not run",
+                    self.name, job.id, queue.name, reason)
+        self.metrics.refused(reason)
+        try:
+            with self.connection.pipeline(transaction=False) as pipe:
+                pipe.lrem(proto.intermediate_key(queue.name), 1, job.id)
+                pipe.delete(job.key)
+                pipe.execute()
+        except _REDIS_ERRORS as exc:
+            log.error("worker %s: could not remove refused job %s: %s", self.name, job.id, exc)
 
     def _supervise(self, task: Any, op: str, job: Job) -> tuple[dict, str | None]:
         """Send the task to the child and wait for it until its deadline.
@@ -264,6 +309,25 @@ class ToolcodecWorker(SimpleWorker):
     def _set_lane(self, state: str) -> None:
         if self.lanes is not None:
             self.lanes.set(self.name, state)
+
+
+def _ours(job: Job) -> tuple[str, str | None]:
+    """``(reply_to, None)`` for a toolcodec job, else ``("", why it is refused)``.
+
+    Reads only strings and JSON (the JSON serializer); nothing named in the job is imported.
+    """
+    try:
+        func_name, reply_to, args, kwargs = (job.func_name, job.meta.get(proto.META_REPLY_TO),
+                                             job.args, job.kwargs)
+    except Exception:  # noqa: BLE001 - data that is not our JSON (e.g. a pickle)
+        return "", "undecodable"
+    if func_name != proto.RUN_JOB:
+        return "", "foreign_function"
+    if not isinstance(reply_to, str) or not reply_to.startswith(proto.REPLY_PREFIX):
+        return "", "no_reply_to"
+    if len(args) != 1 or kwargs:
+        return "", "bad_arguments"
+    return reply_to, None
 
 
 class Supervisor:
@@ -333,15 +397,27 @@ class Supervisor:
 
 
 def run(redis_url: str, queue: str = "toolcodec", concurrency: int = 1,
-        metrics_port: int | None = None) -> int:
+        metrics_port: int | None = None, max_chars: int | None = None,
+        max_depth: int | None = None) -> int:
     """Run RQ workers until SIGTERM/SIGINT; the body of ``toolcodec worker``.
 
     :param redis_url: any URL :meth:`redis.Redis.from_url` accepts (password, TLS).
     :param queue: the RQ queue to serve.
     :param concurrency: lanes, i.e. jobs run at once (one child process each).
     :param metrics_port: serve prometheus metrics on this port when given.
+    :param max_chars: ceiling on the text one job may have parsed (``TOOLCODEC_MAX_CHARS``);
+        a job may ask for less, never more.
+    :param max_depth: ceiling on nesting depth (``TOOLCODEC_MAX_DEPTH``), likewise.
     :returns: the process exit code.
     """
+    for name, value in (("max_chars", max_chars), ("max_depth", max_depth)):
+        if value is not None:
+            os.environ[ENV_LIMITS[name]] = str(value)  # the lanes' children inherit it
+    try:
+        operator_limits()  # a bad ceiling stops the worker here, not in every job
+    except LimitsError as exc:
+        print(f"toolcodec worker: {exc}", file=sys.stderr)
+        return 2
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     metrics = Metrics()
@@ -370,8 +446,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queue", default="toolcodec")
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--metrics-port", type=int, default=None)
+    parser.add_argument("--max-chars", type=int, default=None)
+    parser.add_argument("--max-depth", type=int, default=None)
     args = parser.parse_args(argv)
-    return run(args.redis_url, args.queue, args.concurrency, args.metrics_port)
+    return run(args.redis_url, args.queue, args.concurrency, args.metrics_port,
+               args.max_chars, args.max_depth)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,524 @@
+"""The decoding engine: one left-to-right pass shared by ``decode`` and the stream decoder.
+
+``decode(text)`` is ``feed(text)`` then ``finish()``; the stream decoder calls ``feed`` once
+per chunk. Every decision is taken from a bounded window past the current position, or at
+``finish``, never by looking arbitrarily far ahead, so the answer does not depend on how the
+text was cut into chunks (stream ≡ batch, property-tested).
+
+What the engine reads, in order:
+
+- *openers* (one ``regex`` pattern with partial matching, so an opener cut by a chunk
+  boundary is held, never leaked): ``<think>``, ``<tool_call>``, ``<tool>``, ``<function=``,
+  ``<TOOL_NAME …>``, a JSON value whose first key looks like a call, and a code fence;
+- an envelope opener (except ``<function=``) starts a block only when the first character
+  after it (past at most ``BODY_WS`` blanks) is ``<``, ``{`` or ``[``, or the text ends there:
+  ``use <get_weather> to check`` names the syntax and stays text;
+- a block ends at its closer (``</tool_call>`` also ends at the next ``<tool_call>``, and skips
+  closers inside JSON strings when the body's quotes are unbalanced), or at the end of the text
+  (``closed=False``); its text is decoded once, when it ends;
+- JSON in prose: a candidate's extent is found by bracket and string matching, and it is a
+  call only if it parses as strict JSON, has a call shape, names known tools and validates.
+  Such a call is *pending* until the end: it counts only when the output held no envelope (and,
+  for a message, no native calls). While one is pending, the text after it waits too, so that
+  content stays in order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import regex  # partial matching: an opener cut at the end of a chunk
+
+from codec.envelopes import Block
+from codec.errors import PAYLOAD_TOO_LARGE, CodecError
+from codec.normalize import replace_surrogates, replace_surrogates_in
+from codec.textjson import call_pairs
+
+if TYPE_CHECKING:
+    from codec.toolcodec import ToolCallCodec, _Assembly
+
+BODY_WS = 64  # blanks allowed between an envelope opener and its body
+MAX_CANDIDATES = 32  # JSON candidates tried per stretch of prose between blocks
+CALL_MARKERS = ("<|python_tag|>", "[TOOL_CALLS]", "functools")
+_MARKER_WS = 64
+_FIXED = (r"<(?P<fixed>think|tool_call|tool)[ \t\r\n]{0,8}>|<(?P<function>function=)"
+          r"|(?P<json>[\[{][ \t\r\n]{0,16}(?:\{[ \t\r\n]{0,16})?"
+          r"\"(?:name|function|tool_calls|type)\"[ \t\r\n]{0,16}:)"
+          r"|(?P<fence>```[ \t]{0,8}(?:json|JSON|json5)?[ \t]{0,8}\r?\n)")
+_CLOSERS = {"tool_element": "</tool>", "function": "</function>"}
+_TOOL_CALL_EDGE = re.compile(r"</?tool_call>")
+_STRING_OR_TAG = re.compile(r'["<]')
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_STRUCT = re.compile(r'["{}\[\]]')
+_STRING_STOP = re.compile(r'["\\]')
+_BRACKETS = re.compile(r"[{}\[\]]")
+_FMT = {"think": "think", "tool_call": "tool_call", "tool": "tool_element"}
+
+
+def compile_openers(tool_names: list[str]) -> Any:
+    """The opener pattern for a tool set (tool names become ``<NAME …>`` tags)."""
+    names = sorted({n for n in tool_names if n}, key=len, reverse=True)
+    pattern = _FIXED
+    if names:
+        alt = "|".join(regex.escape(n) for n in names)
+        pattern += rf"|<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>"
+    return regex.compile(pattern)
+
+
+@dataclass(slots=True)
+class _Open:
+    """The block or candidate being read."""
+
+    kind: str  # think | tool_call | tool_element | function | tool_tag | json | fence
+    start: int
+    body_start: int
+    scan: int  # where the search for the end resumes
+    tag: str | None = None
+    lead: int | None = None  # start of a call marker held before a JSON candidate
+    json_aware: bool = False
+    depth: int = 0
+    in_string: bool = False
+    reasoned: int = 0  # think: body text already sent as reasoning events
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A JSON call in prose, waiting for the end of the output to be confirmed."""
+
+    start: int
+    end: int
+    calls: list[Any]
+
+
+@dataclass
+class Engine:
+    """Feeds text through the decoding rules; collects events and the result's parts."""
+
+    codec: ToolCallCodec
+    asm: _Assembly
+    events: list[dict[str, Any]] = field(default_factory=list)
+    native: bool = False  # the message also has native calls (pending JSON never counts)
+    text: str = ""
+    pos: int = 0
+    envelopes: int = 0
+    rest_from: int | None = None  # too many envelopes, or past max_chars: the rest is content
+    known_shape: bool = False
+    tries: int = 0
+    depth: int = 0
+    current: _Open | None = None
+    held: list[Any] | None = None  # events waiting behind a pending JSON call
+    id_prefix: str = ""
+    calls_emitted: int = 0
+    native_events: list[dict[str, Any]] = field(default_factory=list)
+
+    # -- feeding ------------------------------------------------------------------------------
+
+    def feed(self, chunk: str) -> None:
+        if not chunk:
+            return
+        if self.rest_from is not None:
+            self._append(chunk)
+            self._content(len(self.text) - len(chunk), len(self.text))
+            return
+        room = self.codec.limits.max_chars - len(self.text)
+        if len(chunk) <= room:
+            self._append(chunk)
+            if not self._cannot_end(chunk):
+                self._advance(final=False)
+            return
+        self._append(chunk[:room])
+        self._advance(final=True)
+        self._resolve(final=True)
+        self._append(chunk[room:])
+        self._too_large(len(self.text) - len(chunk) + room)
+
+    def finish(self) -> None:
+        self.asm.text = self.text
+        if self.rest_from is None:
+            self._advance(final=True)
+            self._resolve(final=True)
+        else:
+            start = self.rest_from
+            self.asm.add_markup(Block("rest", start, len(self.text), start, len(self.text),
+                                      False), [])
+        self.asm.text = self.text
+
+    def _append(self, chunk: str) -> None:
+        self.asm.text = ""  # (set again before use) no second reference, so += stays in place
+        text, self.text = self.text, ""
+        text += chunk  # in place while this is the only reference: linear over a stream
+        self.text = text
+
+    def _cannot_end(self, chunk: str) -> bool:
+        """Whether *chunk* certainly leaves the open block open (the common case inside a long
+        block: then there is nothing to decide, and nothing is scanned)."""
+        cur = self.current
+        if cur is None or cur.kind == "think":
+            return False  # prose is released at once; reasoning is streamed as it comes
+        if cur.kind == "json":
+            return not any(c in chunk for c in '"\\{}[]')
+        if cur.kind == "fence":
+            return "`" not in chunk
+        return ">" not in chunk and not cur.json_aware  # every closer ends with ">"
+
+    def result(self) -> Any:
+        """The ``DecodeResult`` of a text output, after ``finish``."""
+        if self.envelopes and self.known_shape:
+            self.asm.repairs.append("gate.mixed_formats")
+        return self.asm.finish("xml" if self.envelopes else "json")
+
+    # -- the main loop ------------------------------------------------------------------------
+
+    def _advance(self, final: bool) -> None:
+        self.asm.text = self.text
+        while self.rest_from is None:
+            step = self._in_free(final) if self.current is None else self._in_open(final)
+            if not step:
+                return
+
+    def _in_free(self, final: bool) -> bool:
+        m = self.codec._openers.search(self.text, self.pos, partial=not final)
+        if m is None or m.partial:
+            stop = len(self.text) if m is None else m.start()
+            self._free_text(self.pos, stop, final, at_end=True)
+            return False
+        start, kind = m.start(), m.lastgroup
+        if kind == "json" or kind == "fence":
+            return self._candidate(m, final)
+        fixed = m.group("fixed") if kind == "fixed" else None
+        fmt = _FMT[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
+        if fmt not in ("think", "function") and not self._body_follows(m.end(), final):
+            if self._body_undecided(m.end(), final):
+                self._free_text(self.pos, start, final, at_end=False)
+                return False
+            self._free_text(self.pos, m.end(), final, at_end=False)  # named, not called
+            return True
+        self._free_text(self.pos, start, final, at_end=False)
+        if fmt != "think":
+            if self.envelopes >= self.codec.max_calls:
+                self._too_many(start)
+                return False
+            self.envelopes += 1
+            self._resolve(final=False)
+        body = start if fmt in ("function", "tool_tag") else m.end()
+        tag = m.group("tag") if fmt == "tool_tag" else None
+        self.current = _Open(fmt, start, body, body, tag)
+        self.pos = start
+        return True
+
+    def _body_follows(self, at: int, final: bool) -> bool:
+        window = self.text[at:at + BODY_WS + 1]
+        stripped = window.lstrip()
+        if stripped:
+            return stripped[0] in "<{["
+        return final and len(window) <= BODY_WS and at + len(window) == len(self.text)
+
+    def _body_undecided(self, at: int, final: bool) -> bool:
+        window = self.text[at:at + BODY_WS + 1]
+        return not final and not window.strip() and len(window) <= BODY_WS
+
+    # -- open blocks ----------------------------------------------------------------------------
+
+    def _in_open(self, final: bool) -> bool:
+        cur = self.current
+        if cur.kind == "think":
+            return self._think(cur, final)
+        if cur.kind == "json":
+            return self._json_extent(cur, final)
+        if cur.kind == "fence":
+            return self._fence(cur, final)
+        end = self._block_end(cur, final)
+        if end is None:
+            return False
+        block_end, body_end, closed = end
+        block = Block(cur.kind, cur.start, block_end, cur.body_start, body_end, closed, cur.tag)
+        self.current = None
+        self.pos = block_end
+        self.tries = self.depth = 0
+        self._decode_block(block)
+        return True
+
+    def _think(self, cur: _Open, final: bool) -> bool:
+        close = self.text.find("</think>", cur.scan)
+        if close < 0 and not final:
+            cur.scan = max(cur.body_start, len(self.text) - 7)
+            self._reasoning(cur, cur.scan)
+            return False
+        end = len(self.text) if close < 0 else close + 8
+        body_end = len(self.text) if close < 0 else close
+        self._reasoning(cur, body_end)
+        self.asm.add_reasoning(Block("think", cur.start, end, cur.body_start, body_end,
+                                     close >= 0))
+        self.current = None
+        self.pos = end
+        self.tries = self.depth = 0
+        return True
+
+    def _reasoning(self, cur: _Open, upto: int) -> None:
+        start = max(cur.body_start, cur.reasoned)
+        if upto > start:
+            self._emit({"type": "reasoning", "text": _clean(self.text[start:upto])})
+            cur.reasoned = upto
+
+    def _block_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
+        text = self.text
+        if cur.kind == "tool_call":
+            return self._tool_call_end(cur, final)
+        closer = f"</{cur.tag}>" if cur.kind == "tool_tag" else _CLOSERS[cur.kind]
+        close = text.find(closer, cur.scan)
+        if close >= 0:
+            end = close + len(closer)
+            return end, (end if cur.body_start == cur.start else close), True
+        if final:
+            return len(text), len(text), False
+        cur.scan = max(cur.body_start, len(text) - len(closer) + 1)
+        return None
+
+    def _tool_call_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
+        text = self.text
+        if not cur.json_aware:
+            m = _TOOL_CALL_EDGE.search(text, cur.scan)
+            if m is None:
+                if final:
+                    return len(text), len(text), False
+                cur.scan = max(cur.body_start, len(text) - 11)
+                return None
+            body = text[cur.body_start:m.start()]
+            if not (body.lstrip()[:1] in ("{", "[")
+                    and (body.count('"') - body.count('\\"')) % 2):
+                closed = m.group() == "</tool_call>"
+                return (m.end() if closed else m.start()), m.start(), closed
+            cur.json_aware, cur.scan = True, cur.body_start  # a closer inside a JSON string
+        while True:  # skip JSON strings: a closer inside one does not count
+            m = _STRING_OR_TAG.search(text, cur.scan)
+            if m is None:
+                if final:
+                    return len(text), len(text), False
+                cur.scan = len(text)
+                return None
+            at = m.start()
+            if text[at] == '"':
+                string = _JSON_STRING.match(text, at)
+                if string is None and not final:  # not closed yet: wait for more
+                    cur.scan = at
+                    return None
+                cur.scan = string.end() if string is not None else at + 1
+                continue
+            for tag, closed in (("</tool_call>", True), ("<tool_call>", False)):
+                if text.startswith(tag, at):
+                    return (at + len(tag) if closed else at), at, closed
+                if not final and tag.startswith(text[at:]):
+                    cur.scan = at
+                    return None
+            cur.scan = at + 1
+
+    def _decode_block(self, block: Block) -> None:
+        calls_before, errors_before = len(self.asm.calls), len(self.asm.errors)
+        self.codec._decode_block(self.asm, self.envelopes - 1, block)
+        for error in self.asm.errors[errors_before:]:
+            self._error_event(error)
+        if len(self.asm.calls) > calls_before:
+            for call in self.asm.calls[calls_before:]:
+                self._emit(self._call_event(call))
+        else:
+            self._content(block.start, block.end)
+
+    # -- JSON in prose ------------------------------------------------------------------------
+
+    def _candidate(self, m: Any, final: bool) -> bool:
+        start = m.start()
+        lead = self._marker_before(self.pos, start)
+        self._free_text(self.pos, start if lead is None else lead, final, at_end=False)
+        if self.depth > 0 or self.tries >= MAX_CANDIDATES:  # inside bracketed prose
+            self._free_text(self.pos, start + 1, final, at_end=False)
+            return True
+        self.tries += 1
+        kind = m.lastgroup
+        body = m.end() if kind == "fence" else start
+        self.current = _Open(kind, start, body, body, lead=lead)
+        self.pos = start if lead is None else lead
+        return True
+
+    def _json_extent(self, cur: _Open, final: bool) -> bool:
+        text, i = self.text, cur.scan
+        while True:
+            pattern = _STRING_STOP if cur.in_string else _JSON_STRUCT
+            m = pattern.search(text, i)
+            if m is None or (cur.in_string and m.group() == "\\" and m.end() >= len(text)):
+                if final:
+                    return self._not_a_candidate(cur, final)
+                cur.scan = len(text) if m is None else m.start()
+                return False
+            ch, i = m.group(), m.end()
+            if cur.in_string:
+                if ch == "\\":
+                    i += 1
+                else:
+                    cur.in_string = False
+                continue
+            if ch == '"':
+                cur.in_string = True
+            elif ch in "{[":
+                cur.depth += 1
+            else:
+                cur.depth -= 1
+                if cur.depth <= 0:
+                    return self._decide(cur, text[cur.start:i], i, final)
+
+    def _fence(self, cur: _Open, final: bool) -> bool:
+        close = self.text.find("```", cur.scan)
+        if close < 0:
+            if final:  # an unclosed fence is prose: read on after its opener line
+                self._free_text(cur.lead if cur.lead is not None else cur.start, cur.body_start,
+                                final, at_end=False)
+                self.current = None
+                self.pos = cur.body_start
+                return True
+            cur.scan = max(cur.body_start, len(self.text) - 2)
+            return False
+        return self._decide(cur, self.text[cur.body_start:close], close + 3, final)
+
+    def _decide(self, cur: _Open, source: str, end: int, final: bool) -> bool:
+        try:
+            value = orjson.loads(source)
+        except orjson.JSONDecodeError:
+            return self._not_a_candidate(cur, final)
+        self.current = None
+        begin = cur.start if cur.lead is None else cur.lead
+        pairs = call_pairs(value)
+        if pairs and all(self.codec.registry.get(name) is not None for name, _ in pairs):
+            self.known_shape = True
+            ok, calls = self.codec._check_pairs(pairs)
+            if ok:
+                self.pos = end
+                self._hold(_Pending(begin, end, calls))
+                return True
+        if cur.kind == "fence":
+            return self._not_a_candidate(cur, final)
+        self._content(begin, end)  # a parsed value is skipped whole: its brackets do not count
+        self.pos = end
+        return True
+
+    def _not_a_candidate(self, cur: _Open, final: bool) -> bool:
+        """Read on from just past the candidate's opening (inner candidates may follow)."""
+        self.current = None
+        begin = cur.start if cur.lead is None else cur.lead
+        self.pos = begin
+        self._free_text(begin, cur.body_start if cur.kind == "fence" else cur.start + 1, final,
+                        at_end=False)
+        return True
+
+    def _marker_before(self, begin: int, start: int) -> int | None:
+        head = self.text[max(begin, start - 80):start]
+        stripped = head.rstrip()
+        if len(head) - len(stripped) > _MARKER_WS:
+            return None
+        for marker in CALL_MARKERS:
+            if stripped.endswith(marker):
+                return start - (len(head) - len(stripped)) - len(marker)
+        return None
+
+    def _hold(self, pending: _Pending) -> None:
+        if self.held is None:
+            self.held = []
+        self.held.append(pending)
+
+    def _resolve(self, final: bool) -> None:
+        """Settle pending JSON calls: calls at the end of an output with no envelope (and no
+        native calls); content as soon as an envelope appears."""
+        if self.held is None:
+            return
+        self.asm.text = self.text
+        accept = final and self.envelopes == 0 and not self.native
+        held, self.held = self.held, None
+        for item in held:
+            if not isinstance(item, _Pending):
+                self._emit(item)
+            elif accept:
+                self.asm.add_calls(item.start, item.end, item.calls)
+                for call in item.calls:
+                    self._emit(self._call_event(call))
+            else:
+                self._content(item.start, item.end)
+
+    # -- prose --------------------------------------------------------------------------------
+
+    def _free_text(self, begin: int, end: int, final: bool, *, at_end: bool) -> None:
+        """Release prose ``[begin, end)``; at the end of the available text, keep back what
+        could still be the start of a call marker."""
+        if at_end and not final:
+            end = self._keep_marker_tail(begin, end)
+        if end <= begin:
+            self.pos = max(self.pos, begin)
+            return
+        for m in _BRACKETS.finditer(self.text, begin, end):
+            self.depth = self.depth + 1 if m.group() in "{[" else max(0, self.depth - 1)
+        self._content(begin, end)
+        self.pos = end
+
+    def _keep_marker_tail(self, begin: int, end: int) -> int:
+        tail = self.text[max(begin, end - 80):end]
+        stripped = tail.rstrip()
+        if len(tail) - len(stripped) <= _MARKER_WS:
+            for marker in CALL_MARKERS:
+                if stripped.endswith(marker):
+                    return end - (len(tail) - len(stripped)) - len(marker)
+        if end == len(self.text):
+            for marker in CALL_MARKERS:
+                for k in range(len(marker) - 1, 0, -1):
+                    if tail.endswith(marker[:k]):
+                        return end - k
+        return end
+
+    def _content(self, begin: int, end: int) -> None:
+        if end > begin:
+            self._emit({"type": "content", "text": _clean(self.text[begin:end])})
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        if self.held is not None:
+            self.held.append(event)
+        else:
+            self.events.append(event)
+
+    def _call_event(self, call: Any) -> dict[str, Any]:
+        from codec.toolcodec import clean_call
+
+        clean_call(call)
+        index = self.calls_emitted
+        self.calls_emitted += 1
+        return {"type": "tool_call", "index": index, "id": f"call_{self.id_prefix}{index}",
+                "name": call.name, "arguments": call.arguments, "repairs": list(call.repairs)}
+
+    # -- limits -------------------------------------------------------------------------------
+
+    def _too_many(self, start: int) -> None:
+        limit = self.codec.max_calls
+        error = CodecError(PAYLOAD_TOO_LARGE, f"more than {limit} tool-call envelopes; at most "
+                           f"{limit} are decoded and the rest is kept as content",
+                           {"limit": limit, "position": start})
+        self._resolve(final=False)
+        self.asm.text = self.text
+        self.asm.errors.append(error)
+        self._error_event(error)
+        self.rest_from = start
+        self._content(start, len(self.text))
+
+    def _too_large(self, start: int) -> None:
+        limit = self.codec.limits.max_chars
+        error = CodecError(PAYLOAD_TOO_LARGE, f"the output is longer than {limit} characters; "
+                           f"the text from offset {limit} on is kept as content, not decoded",
+                           {"limit": limit, "position": start})
+        self.asm.errors.append(error)
+        self._error_event(error)
+        self.rest_from = start
+        self._content(start, len(self.text))
+
+    def _error_event(self, error: CodecError) -> None:
+        self._emit({"type": "error", "error": replace_surrogates_in(error.to_dict())[0]})
+
+
+def _clean(text: str) -> str:
+    return replace_surrogates(text)[0]

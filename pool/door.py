@@ -1,0 +1,76 @@
+"""What the pool checks before a job leaves the caller: op, budget and payload size.
+
+A job that fails here is answered at once, without being encoded, pickled or enqueued:
+an oversized payload (``payload_too_large``), a budget that is not a positive finite number
+or an op that is not a string (``bad_request``). Budgets longer than the platform can wait
+are clamped to ``MAX_TIMEOUT_MS``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from codec.errors import BAD_REQUEST, PAYLOAD_TOO_LARGE
+from worker.jobs import error_envelope
+from worker.limits import operator_limits
+
+# One hour: far beyond any sensible parse budget, and within what every wait primitive
+# (poll(2) in milliseconds as a C int, Redis PEXPIRE, threading timeouts) can take.
+MAX_TIMEOUT_MS = 3_600_000.0
+# Payload characters on top of the text the codec may parse: tools, options, message fields.
+PAYLOAD_SLACK_CHARS = 1_000_000
+
+
+def default_max_payload_chars() -> int:
+    """The operator's ``max_chars`` ceiling plus room for tools and options."""
+    return operator_limits().max_chars + PAYLOAD_SLACK_CHARS
+
+
+def check_budget(timeout_ms: Any, default_ms: float) -> tuple[float | None, str | None]:
+    """``(budget in seconds, None)`` or ``(None, why the value is refused)``."""
+    if timeout_ms is None:
+        timeout_ms = default_ms
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int | float):
+        return None, f"timeout_ms must be a number, got {type(timeout_ms).__name__}"
+    if not math.isfinite(timeout_ms) or timeout_ms <= 0:
+        return None, f"timeout_ms must be a positive, finite number of milliseconds, " \
+                     f"got {timeout_ms!r}"
+    return min(float(timeout_ms), MAX_TIMEOUT_MS) / 1000.0, None
+
+
+def payload_size(payload: Any, stop_after: int) -> int:
+    """Characters in the payload's strings plus one per container item, counted without
+    encoding anything; stops counting once past *stop_after* (so the cost is bounded)."""
+    total, stack = 0, [payload]
+    while stack and total <= stop_after:
+        value = stack.pop()
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, dict):
+            total += len(value)
+            for key, item in value.items():
+                stack.append(item)
+                if isinstance(key, str):
+                    total += len(key)
+        elif isinstance(value, list | tuple):
+            total += len(value)
+            stack.extend(value)
+        else:
+            total += 1
+    return total
+
+
+def refusal(op: Any, payload: Any, max_chars: int) -> dict[str, Any] | None:
+    """A worker-side error envelope when the job must not leave the caller, else None."""
+    name = op if isinstance(op, str) else ""
+    if not isinstance(op, str):
+        return error_envelope(name, "error", BAD_REQUEST,
+                              f"op must be a string, got {type(op).__name__}", field="op")
+    size = payload_size(payload, max_chars)
+    if size > max_chars:
+        return error_envelope(name, "error", PAYLOAD_TOO_LARGE,
+                              f"payload has more than {max_chars} characters (the pool's "
+                              "max_payload_chars); nothing was sent to a worker",
+                              limit=max_chars)
+    return None

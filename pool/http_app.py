@@ -1,0 +1,186 @@
+"""The HTTP front door: a Starlette app over a ``Pool`` (``toolcodec serve``).
+
+``POST /v1/{op}`` takes the job payload as a JSON object (plus an optional ``timeout_ms``
+that may only lower the server's) and answers the job envelope, with an HTTP status that
+mirrors it; ``POST /v1/batch`` takes ``{"jobs": [{"op", "payload"}, ...]}`` (or the bare list)
+and answers ``{"results": [envelope, ...]}`` in order. ``GET /metrics`` (Prometheus text),
+``/healthz`` (the process lives) and ``/readyz`` (workers up, Redis answering, not draining).
+Handlers are async and hand jobs to ``Pool.asubmit``: no thread per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from codec.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
+from pool.http_metrics import HttpMetrics
+from worker.faults import FAULT_OPS
+from worker.jobs import FAULT_ENV, OPS, error_envelope
+
+MAX_BATCH = 256  # jobs in one /v1/batch request
+_STATUS = {"ok": 200, "timeout": 504, "rejected": 429, "worker_lost": 503}
+_ERROR_STATUS = {BAD_REQUEST: 400, PAYLOAD_TOO_LARGE: 413, "backend_unavailable": 503,
+                 INTERNAL_ERROR: 500}
+_JSON_TYPES = ("application/json", "application/*+json")
+
+
+class Service:
+    """What the routes share: the pool, limits, readiness and metrics."""
+
+    def __init__(self, pool: Any, *, timeout_ms: float, max_body: int,
+                 registry: CollectorRegistry, ready: Callable[[], Awaitable[str | None]]) -> None:
+        self.pool, self.timeout_ms, self.max_body = pool, timeout_ms, max_body
+        self.registry = registry
+        self.metrics = HttpMetrics(registry)
+        self.ready = ready
+        self.draining = False
+        # The worker's op table; the fault-injection ops only where the operator enabled them.
+        self.ops = frozenset(OPS) | (frozenset(FAULT_OPS) if os.environ.get(FAULT_ENV) == "1"
+                                     else frozenset())
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    async def op(self, request: Request) -> Response:
+        op = request.path_params["op"]
+        body, refused = await self.read_object(request)
+        if refused is not None:
+            return self.answer(self.local(op, refused))
+        return self.answer(await self.run(op, body))
+
+    async def batch(self, request: Request) -> Response:
+        body, refused = await self.read_json(request)
+        if refused is not None:
+            return self.answer(self.local("batch", refused))
+        jobs = body.get("jobs") if isinstance(body, dict) else body
+        if not isinstance(jobs, list) or not 0 < len(jobs) <= MAX_BATCH:
+            return self.answer(self.local("batch", (BAD_REQUEST, "the body must be "
+                               f"{{\"jobs\": [...]}} with 1 to {MAX_BATCH} jobs")))
+        outs = await asyncio.gather(*(self.run_item(job) for job in jobs))
+        return _json(200, {"results": outs})
+
+    async def run_item(self, job: Any) -> dict[str, Any]:
+        if not isinstance(job, dict) or not isinstance(job.get("op"), str) \
+                or not isinstance(job.get("payload"), dict):
+            return self.local("batch", (BAD_REQUEST, 'each job must be {"op": str, '
+                              '"payload": object}'))
+        return await self.run(job["op"], dict(job["payload"]))
+
+    async def run(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if op not in self.ops:
+            return self.local(op, (BAD_REQUEST, f"unknown op {op!r}; expected one of "
+                              f"{sorted(self.ops)}"))
+        timeout, problem = self.job_timeout(payload.pop("timeout_ms", None))
+        if problem is not None:
+            return self.local(op, (BAD_REQUEST, problem))
+        return await self.pool.asubmit(op, payload, timeout_ms=timeout)
+
+    def job_timeout(self, asked: Any) -> tuple[float, str | None]:
+        if asked is None:
+            return self.timeout_ms, None
+        if isinstance(asked, bool) or not isinstance(asked, int | float) \
+                or not math.isfinite(asked) or asked <= 0:
+            return 0.0, "timeout_ms must be a positive number of milliseconds"
+        return min(float(asked), self.timeout_ms), None  # a caller may only lower it
+
+    def local(self, op: str, problem: tuple[str, str]) -> dict[str, Any]:
+        """An envelope answered by the server itself, counted like any job."""
+        code, message = problem
+        status = "error"
+        envelope = {**error_envelope(op, status, code, message), "backend": self.pool.backend,
+                    "elapsed_ms": 0.0}
+        self.pool.metrics.observe(op, self.pool.backend, envelope)
+        return envelope
+
+    def answer(self, envelope: dict[str, Any]) -> Response:
+        status = _STATUS.get(envelope.get("status"), 500)
+        if envelope.get("status") == "error":
+            status = _ERROR_STATUS.get((envelope.get("error") or {}).get("code"), 400)
+        headers = {"retry-after": "1"} if status == 429 else None
+        return _json(status, envelope, headers)
+
+    # -- bodies ---------------------------------------------------------------------------------
+
+    async def read_object(self, request: Request) -> tuple[Any, tuple[str, str] | None]:
+        body, refused = await self.read_json(request)
+        if refused is None and not isinstance(body, dict):
+            return None, (BAD_REQUEST, "the body must be a JSON object (the job's payload)")
+        return body, refused
+
+    async def read_json(self, request: Request) -> tuple[Any, tuple[str, str] | None]:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json" and not kind.endswith("+json"):
+            raise HTTPException(415, f"content-type must be application/json, got {kind!r}")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            return None, (PAYLOAD_TOO_LARGE, f"the body has {declared} bytes; the limit is "
+                          f"{self.max_body} (--max-body)")
+        parts, size = [], 0
+        async for part in request.stream():
+            size += len(part)
+            if size > self.max_body:
+                return None, (PAYLOAD_TOO_LARGE, f"the body is over the limit of "
+                              f"{self.max_body} bytes (--max-body)")
+            parts.append(part)
+        try:
+            return orjson.loads(b"".join(parts)), None
+        except orjson.JSONDecodeError as exc:
+            return None, (BAD_REQUEST, f"the body is not JSON: {exc}")
+
+    # -- health ---------------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return _json(200, {"status": "alive"})
+
+    async def readyz(self, request: Request) -> Response:
+        why = "draining: the server is shutting down" if self.draining else await self.ready()
+        if why is not None:
+            return _json(503, {"status": "not_ready", "reason": why})
+        return _json(200, {"status": "ready"})
+
+    async def metrics_page(self, request: Request) -> Response:
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def build_app(service: Service, extra_routes: list[Route] | None = None) -> Starlette:
+    """The Starlette app; *extra_routes* (the proxy's) are matched first."""
+    routes = [
+        *(extra_routes or []),
+        Route("/v1/batch", service.batch, methods=["POST"]),
+        Route("/v1/{op}", service.op, methods=["POST"]),
+        Route("/metrics", service.metrics_page, methods=["GET"]),
+        Route("/healthz", service.healthz, methods=["GET"]),
+        Route("/readyz", service.readyz, methods=["GET"]),
+    ]
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 500)
+        detail = getattr(exc, "detail", "") or "error"
+        envelope = {**error_envelope("", "error", BAD_REQUEST, f"{status}: {detail}"),
+                    "backend": service.pool.backend, "elapsed_ms": 0.0}
+        return _json(status, envelope, getattr(exc, "headers", None))
+
+    async def crashed(request: Request, exc: Exception) -> Response:
+        envelope = {**error_envelope("", "error", INTERNAL_ERROR, f"the server failed: "
+                                     f"{type(exc).__name__}: {exc}"),
+                    "backend": service.pool.backend, "elapsed_ms": 0.0}
+        return _json(500, envelope)
+
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error,
+                                                       Exception: crashed})
+    return service.metrics.wrap(app)
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status, headers=headers, media_type="application/json")

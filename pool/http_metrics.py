@@ -1,0 +1,63 @@
+"""HTTP metrics of ``toolcodec serve``, next to the job metrics on the same registry.
+
+``toolcodec_http_requests_total{route, code}`` and ``toolcodec_http_request_duration_seconds
+{route}``. ``route`` is a route template from a fixed set (``/v1/{op}``, ``/v1/batch``, …,
+``other`` for anything unmatched), never the raw path, so label values stay bounded whatever
+clients send.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from worker.metrics import BUCKETS
+
+HTTP_REQUESTS_TOTAL = "toolcodec_http_requests_total"
+HTTP_REQUEST_DURATION_SECONDS = "toolcodec_http_request_duration_seconds"
+ROUTES = ("/v1/{op}", "/v1/batch", "/v1/chat/completions", "/v1/models", "/metrics",
+          "/healthz", "/readyz", "other")
+_FIXED = {r for r in ROUTES if "{" not in r and r != "other"}
+
+
+def route_of(path: str) -> str:
+    """The route template a path is counted under."""
+    if path in _FIXED:
+        return path
+    if path.startswith("/v1/") and "/" not in path[4:] and path[4:]:
+        return "/v1/{op}"
+    return "other"
+
+
+class HttpMetrics:
+    """The HTTP counters and an ASGI wrapper that fills them."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(HTTP_REQUESTS_TOTAL,
+                                "HTTP requests by route template and status code.",
+                                ["route", "code"], registry=registry)
+        self.duration = Histogram(HTTP_REQUEST_DURATION_SECONDS,
+                                  "HTTP request duration, until the response is sent, by route.",
+                                  ["route"], buckets=BUCKETS + (2.5, 10.0), registry=registry)
+
+    def wrap(self, app: Any) -> Any:
+        async def counted(scope: dict, receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            route, start, status = route_of(scope["path"]), time.perf_counter(), [500]
+
+            async def sending(message: dict) -> None:
+                if message["type"] == "http.response.start":
+                    status[0] = message["status"]
+                await send(message)
+
+            try:
+                await app(scope, receive, sending)
+            finally:
+                self.requests.labels(route, str(status[0])).inc()
+                self.duration.labels(route).observe(time.perf_counter() - start)
+
+        return counted

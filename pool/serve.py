@@ -1,0 +1,115 @@
+"""``toolcodec serve``: run the HTTP service (``pool.http_app``) on uvicorn.
+
+One server process: the event loop (uvloop, httptools) serves HTTP/1.1 with keep-alive and
+hands every job to the ``Pool``; the work runs in the pool's worker processes (or on the
+Redis/RQ workers). One process means one set of counters, so ``/metrics`` adds up with no
+multiprocess collector; to use more cores for HTTP itself, run several instances behind a
+load balancer and let Prometheus sum them.
+
+SIGTERM (or SIGINT) drains: ``/readyz`` turns 503 at once, the listening socket closes, jobs
+in flight finish (each ends by its own deadline) for up to ``--drain-s`` seconds, then the
+process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from prometheus_client import REGISTRY
+
+from pool.api import Pool
+from pool.http_app import Service, build_app
+
+
+@dataclass(slots=True)
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    backend: str = "process"
+    workers: int | None = None
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    queue: str = "toolcodec"
+    timeout_ms: float = 50.0
+    max_body: int = 10 * 1024 * 1024
+    drain_s: float = 10.0
+    upstream: str | None = None
+    upstream_key: str | None = None
+    tools_as_prompt: bool = False
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn's server, telling readiness that a shutdown has begun."""
+
+    def __init__(self, config: uvicorn.Config, service: Service) -> None:
+        super().__init__(config)
+        self.service = service
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        self.service.draining = True
+        super().handle_exit(sig, frame)
+        # uvicorn re-raises the signal after its shutdown, which would end the process with
+        # -SIGTERM; a drained shutdown is a clean exit (0), after the pool is closed too.
+        self._captured_signals.clear()
+
+
+def run(config: ServeConfig) -> int:
+    """Serve until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
+    options: dict[str, Any] = ({"redis_url": config.redis_url, "queue": config.queue}
+                               if config.backend == "rq" else {"workers": config.workers})
+    pool = Pool(config.backend, timeout_ms=config.timeout_ms, registry=REGISTRY, **options)
+    try:
+        service = Service(pool, timeout_ms=config.timeout_ms, max_body=config.max_body,
+                          registry=REGISTRY, ready=_readiness(pool, config))
+        extra, proxy = _proxy_routes(config, pool, service)
+        uv = uvicorn.Config(build_app(service, extra), host=config.host, port=config.port,
+                            log_level="warning", access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=config.drain_s, timeout_keep_alive=30)
+        _DrainingServer(uv, service).run()
+        if proxy is not None:
+            asyncio.run(proxy.aclose())
+    finally:
+        pool.close(timeout=config.drain_s)
+    return 0
+
+
+def _proxy_routes(config: ServeConfig, pool: Pool, service: Service) -> tuple[list, Any]:
+    if not config.upstream:
+        return [], None
+    from pool.proxy import ChatProxy, ProxyConfig
+    from pool.proxy_http import proxy_routes
+
+    proxy = ChatProxy(ProxyConfig(config.upstream, config.upstream_key,
+                                  tools_as_prompt=config.tools_as_prompt), pool,
+                      registry=service.registry)
+    return proxy_routes(proxy, service.max_body), proxy
+
+
+def _readiness(pool: Pool, config: ServeConfig) -> Any:
+    if config.backend == "process":
+        async def ready() -> str | None:
+            if pool.impl.live_workers() < 1:
+                return "no worker process is up"
+            return None
+        return ready
+
+    import redis
+
+    client = redis.Redis.from_url(config.redis_url, socket_connect_timeout=0.5,
+                                  socket_timeout=0.5)
+    workers_key = f"rq:workers:{config.queue}"
+
+    def probe() -> str | None:
+        try:
+            client.ping()
+            if client.scard(workers_key) < 1:
+                return f"no toolcodec worker is registered on queue {config.queue!r}"
+        except redis.exceptions.RedisError as exc:
+            return f"Redis does not answer: {type(exc).__name__}"
+        return None
+
+    async def ready() -> str | None:
+        return await asyncio.to_thread(probe)
+    return ready

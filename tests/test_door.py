@@ -1,0 +1,135 @@
+"""What the pool refuses before a job leaves the caller, and the operator's limit ceilings."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+
+from codec.limits import DEFAULT_LIMITS, Limits
+from pool import Pool
+from pool.door import MAX_TIMEOUT_MS, check_budget, payload_size
+from worker.jobs import run_job
+from worker.limits import LimitsError, job_limits, operator_limits
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with Pool("process", workers=1, timeout_ms=5000, registry=CollectorRegistry(),
+              max_payload_chars=100_000) as p:
+        yield p
+
+
+BAD_TIMEOUTS = [0, -1, -0.5, math.nan, math.inf, -math.inf, True, "50", [50], {}]
+
+
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
+def test_bad_budgets_are_bad_request_and_never_raise(pool, timeout) -> None:
+    for out in (pool.submit("repair", {"text": "1"}, timeout_ms=timeout),
+                asyncio.run(pool.asubmit("repair", {"text": "1"}, timeout_ms=timeout)),
+                pool.map("repair", [{"text": "1"}], timeout_ms=timeout)[0]):
+        assert out["status"] == "error" and out["error"]["code"] == "bad_request"
+        assert out["error"]["field"] == "timeout_ms" and out["backend"] == "process"
+
+
+def test_budgets_beyond_what_the_platform_waits_are_clamped(pool) -> None:
+    for timeout in (2**31, 2**63, 1e300):
+        assert pool.submit("repair", {"text": "[1,"}, timeout_ms=timeout)["status"] == "ok"
+    assert check_budget(2**31, 50) == (MAX_TIMEOUT_MS / 1000, None)
+    assert check_budget(None, 50) == (0.05, None)
+
+
+def test_oversized_payload_is_refused_before_it_is_sent(pool, monkeypatch) -> None:
+    def never(*args, **kwargs):
+        raise AssertionError("an oversized payload reached the encoder")
+
+    monkeypatch.setattr(pool.impl, "_encode", never)
+    big = "x" * 150_000
+    for out in (pool.submit("decode", {"text": big}),
+                asyncio.run(pool.asubmit("repair", {"text": big})),
+                pool.map("repair", [{"text": big}])[0]):
+        assert out["status"] == "error" and out["error"]["code"] == "payload_too_large"
+        assert out["error"]["limit"] == 100_000
+    # many small strings count as much as one big one
+    many = {"text": "1", "tools": [{"name": "t"}] * 60_000}
+    assert pool.submit("decode", many)["error"]["code"] == "payload_too_large"
+
+
+@given(st.recursive(st.text(max_size=30) | st.integers(),
+                    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(
+                        st.text(max_size=5), inner, max_size=5), max_leaves=30))
+def test_payload_size_counts_every_string_character(value) -> None:
+    def full(v):
+        if isinstance(v, str):
+            return len(v)
+        if isinstance(v, dict):
+            return len(v) + sum(len(k) + full(x) for k, x in v.items())
+        if isinstance(v, list):
+            return len(v) + sum(full(x) for x in v)
+        return 1
+
+    assert payload_size(value, 10**9) == full(value)
+    assert payload_size(value, 3) >= min(full(value), 4)
+
+
+def test_unknown_op_is_counted_as_unknown(pool) -> None:
+    out = pool.submit("no_such_op_1234", {})
+    assert out["error"]["code"] == "bad_request"
+    reg = pool.metrics.registry
+    assert reg.get_sample_value("toolcodec_jobs_total", {
+        "op": "unknown", "backend": "process", "outcome": "failure"}) >= 1
+    assert reg.get_sample_value("toolcodec_jobs_total", {
+        "op": "no_such_op_1234", "backend": "process", "outcome": "failure"}) is None
+
+
+def test_pool_refuses_a_bad_default_budget() -> None:
+    with pytest.raises(ValueError, match="timeout_ms"):
+        Pool("process", workers=1, timeout_ms=0)
+
+
+# -- the operator's ceilings ------------------------------------------------------------------
+
+
+def job(op, payload):
+    return {"id": "j", "op": op, "payload": payload, "deadline": time.time() + 30}
+
+
+def test_a_payload_cannot_raise_the_limits() -> None:
+    deep = "[" * 600 + "]" * 600
+    huge = {"limits": {"max_chars": 10**12, "max_depth": 10**9}}
+    out = run_job(job("repair", {"text": deep, "options": huge}))
+    assert out["result"]["errors"][0]["code"] == "nesting_too_deep"
+    lowered = run_job(job("repair", {"text": "[1, 2]", "options": {"limits": {"max_chars": 3}}}))
+    assert lowered["result"]["errors"][0]["code"] == "payload_too_large"
+    out = run_job(job("decode", {"text": "x" * 20, "options": {"limits": {"max_chars": 10}}}))
+    assert out["result"]["errors"][0]["code"] == "payload_too_large"
+
+
+@pytest.mark.parametrize("limits", [{"max_chars": -1}, {"max_depth": 0}, {"max_chars": True},
+                                    {"max_chars": "9"}, {"bogus": 1}, "x", [1]], ids=repr)
+def test_malformed_limits_are_bad_request(limits) -> None:
+    out = run_job(job("decode", {"text": "hi", "options": {"limits": limits}}))
+    assert out["status"] == "error" and out["error"]["code"] == "bad_request"
+    assert out["error"]["field"] == "payload.options.limits"
+
+
+def test_ceilings_come_from_the_environment() -> None:
+    assert operator_limits({}) == DEFAULT_LIMITS
+    got = operator_limits({"TOOLCODEC_MAX_CHARS": "1000", "TOOLCODEC_MAX_DEPTH": "10"})
+    assert got == Limits(max_chars=1000, max_depth=10)
+    assert job_limits({"max_chars": 10**9}, got) == Limits(1000, 10)
+    assert job_limits({"max_depth": 5}, got) == Limits(1000, 5)
+    for bad in ("0", "-5", "ten", "1.5"):
+        with pytest.raises(LimitsError, match="TOOLCODEC_MAX_CHARS"):
+            operator_limits({"TOOLCODEC_MAX_CHARS": bad})
+
+
+def test_map_answers_refused_items_in_place(pool) -> None:
+    outs = pool.map("repair", [{"text": "[1,"}, {"text": "x" * 150_000}, {"text": "2"}])
+    assert [o["status"] for o in outs] == ["ok", "error", "ok"]
+    assert outs[0]["result"]["value"] == [1] and outs[2]["result"]["value"] == 2
