@@ -52,6 +52,15 @@ class ChunkWriter:
                              "arguments": orjson.dumps(event["arguments"]).decode()}}]})
         return None
 
+    def raw_call(self, call: dict[str, Any]) -> dict[str, Any]:
+        """A chunk for a call passed on as written (``{"id", "function": {...}}``)."""
+        n = self.calls
+        self.calls += 1
+        fn = call.get("function") or {}
+        return self._delta({"tool_calls": [{
+            "index": n, "id": call.get("id") or f"call_{n}", "type": "function",
+            "function": {"name": fn.get("name") or "", "arguments": fn.get("arguments") or ""}}]})
+
     def final(self, upstream_reason: str | None = None, **extra: Any) -> dict[str, Any]:
         """The last chunk: ``tool_calls`` when calls were sent, else the upstream's reason
         (``stop`` when it had none, or claimed calls that did not survive decoding)."""

@@ -22,7 +22,6 @@ passed on as the model wrote them. The upstream API key is sent upstream only, n
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,7 @@ import httpx
 import orjson
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
-from codec import ToolCallCodec
+from codec.toolcodec import codec_for
 from codec.tools import InvalidToolsError
 
 REPORT_HEADER = "x-toolcodec-report"
@@ -218,7 +217,7 @@ class ChatProxy:
     def decoder_for(self, tools: list[dict[str, Any]]) -> Any:
         """A stream decoder for the request's tools (``None`` when they are unusable)."""
         try:
-            return ToolCallCodec(tools).stream()
+            return codec_for(tools).stream()
         except (InvalidToolsError, TypeError, ValueError):
             return None
 
@@ -231,12 +230,22 @@ def _rebuilt(message: dict[str, Any], result: dict[str, Any] | None, response_id
     """(outcome, the new message or None to keep the original)."""
     if result is None:
         return "unchanged", None  # the decode job did not run: pass the model's answer on
-    if result["errors"] and result["path"] == "native":
-        return "model_error", None  # broken native calls stay as the model wrote them
     new = openai_message(result, f"{response_id}:{choice_index}")
+    kept = unrepaired_natives(result, message.get("tool_calls"))
+    if kept:  # broken native calls go on as the model wrote them, after the repaired ones
+        new["tool_calls"] = new.get("tool_calls", []) + kept
     outcome = "model_error" if result["errors"] else (
         "repaired" if result["repairs"] or new != _plain(message) else "unchanged")
     return outcome, new
+
+
+def unrepaired_natives(result: dict[str, Any], natives: Any) -> list[dict[str, Any]]:
+    """The native calls decoding refused (by ``call_index``), exactly as the model sent them."""
+    if not isinstance(natives, list):
+        return []
+    failed = sorted({e["call_index"] for e in result.get("errors") or []
+                     if isinstance(e.get("call_index"), int)})
+    return [natives[i] for i in failed if 0 <= i < len(natives) and isinstance(natives[i], dict)]
 
 
 def openai_message(result: dict[str, Any], id_seed: str) -> dict[str, Any]:
@@ -282,7 +291,3 @@ def _upstream_error(exc: httpx.HTTPError) -> UpstreamError:
         return UpstreamError(502, "upstream_unavailable",
                              f"cannot connect to the model server: {exc}")
     return UpstreamError(502, "upstream_error", f"the model server failed: {type(exc).__name__}")
-
-
-def now() -> int:
-    return int(time.time())
