@@ -46,7 +46,7 @@ CALL_MARKERS = ("<|python_tag|>", "[TOOL_CALLS]", "functools")
 _MARKER_WS = 64
 _FIXED = (r"<(?P<fixed>think|tool_call|tool)[ \t\r\n]{0,8}>|<(?P<function>function=)"
           r"|(?P<json>[\[{][ \t\r\n]{0,16}(?:\{[ \t\r\n]{0,16})?"
-          r"\"(?:name|function|tool_calls|type)\"[ \t\r\n]{0,16}:)"
+          r"\"(?:name|function|tool_calls|type|arguments|parameters)\"[ \t\r\n]{0,16}:)"
           r"|(?P<fence>```[ \t]{0,8}(?:json|JSON|json5)?[ \t]{0,8}\r?\n)")
 _CLOSERS = {"tool_element": "</tool>", "function": "</function>"}
 _TOOL_CALL_EDGE = re.compile(r"</?tool_call>")

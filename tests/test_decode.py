@@ -531,3 +531,12 @@ def test_envelope_syntax_named_in_prose_is_not_a_call(tc):
 def test_output_cut_right_after_an_opener_is_reported(tc):
     r = tc.decode("ok <tool_call>")
     assert not r.ok and r.calls == [] and r.content == "ok <tool_call>"
+
+
+def test_arguments_before_the_name_still_make_a_call():
+    tc = ToolCallCodec([{"name": "add", "parameters": {"type": "object", "properties": {
+        "a": {"type": "integer"}}}}])
+    r = tc.decode('[TOOL_CALLS] [{"arguments": {"a": 1}, "name": "add"}]')
+    assert r.ok and r.path == "json" and [(c.name, c.arguments) for c in r.calls] == [
+        ("add", {"a": 1})]
+    assert r.content == ""  # the marker belongs to the call

@@ -88,3 +88,21 @@ def test_never_raises_and_always_encodes(output) -> None:
         assert r.ok == (not r.errors)
         if r.mode == "raw_text":
             assert isinstance(r.value, str)
+
+
+def test_validate_result_op_through_the_pool_counts_tool_and_mode() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from pool import Pool
+
+    registry = CollectorRegistry()
+    with Pool("process", workers=1, timeout_ms=5000, registry=registry) as pool:
+        outs = [pool.submit("validate_result", {"tool": "weather", "output": out, "tools": TOOLS})
+                for out in ('{"temp": 1}', "{'temp': '2',}", "nope", '{"temp": 3}')]
+        bad = pool.submit("validate_result", {"tool": "weather"})
+    assert [o["result"]["mode"] for o in outs] == ["structured", "repaired", "raw_text",
+                                                   "structured"]
+    assert outs[0]["result"]["tool"] == "weather" and bad["error"]["code"] == "bad_request"
+    count = registry.get_sample_value
+    assert count("toolcodec_tool_results_total", {"tool": "weather", "mode": "structured"}) == 2
+    assert count("toolcodec_tool_results_total", {"tool": "weather", "mode": "raw_text"}) == 1

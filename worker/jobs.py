@@ -195,11 +195,30 @@ def _tools(payload: dict, *, required: bool) -> list | None:
     return tools
 
 
+def _op_validate_result(payload: dict) -> dict:
+    from codec.toolresults import ResultSchemas, validate_result
+
+    tool = _field(payload, "tool", str)
+    if "output" not in payload:
+        raise BadRequest("validate_result needs 'output' (the tool's output: text or JSON)",
+                         "payload.output")
+    schemas = _field(payload, "schemas", dict, required=False)
+    tools = _tools(payload, required=False)
+    try:
+        registry = ResultSchemas(schemas) if schemas is not None else \
+            ResultSchemas.from_tools(tools or [])
+    except ValueError as exc:  # InvalidToolsError
+        raise BadRequest(f"output schemas rejected: {exc}", "payload.schemas") from exc
+    checked = validate_result(tool, payload["output"], schemas=registry, limits=_limits(None))
+    return {**checked.to_dict(), "tool": tool}
+
+
 OPS: dict[str, Callable[[dict], dict]] = {
     "decode": _op_decode,
     "repair": _op_repair,
     "validate": _op_validate,
     "kindaxml": _op_kindaxml,
+    "validate_result": _op_validate_result,
 }
 
 

@@ -16,6 +16,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
+MAX_TOOL_LABELS = 200
 OUTCOMES = ("success", "failure", "timeout", "rejected", "worker_lost")
 
 # One set of collectors per registry: a second Metrics on the same registry reuses them
@@ -81,6 +82,13 @@ def _create(registry: CollectorRegistry) -> dict[str, Any]:
             ["path"],
             registry=registry,
         ),
+        "tool_results_total": Counter(
+            "toolcodec_tool_results_total",
+            "Tool outputs checked by validate_result, by tool and mode (structured, repaired, "
+            "raw_text); tools past the first 200 names are counted as tool=\"other\".",
+            ["tool", "mode"],
+            registry=registry,
+        ),
         "jobs_refused_total": Counter(
             "toolcodec_rq_jobs_refused_total",
             "Jobs found on the Redis queue that are not toolcodec jobs, refused unrun "
@@ -113,6 +121,8 @@ class Metrics:
         self.repairs_total: Counter = found["repairs_total"]
         self.decode_path_total: Counter = found["decode_path_total"]
         self.jobs_refused_total: Counter = found["jobs_refused_total"]
+        self.tool_results_total: Counter = found["tool_results_total"]
+        self._tools_seen: set[str] = set()
         # labels() takes a lock and builds a key on every call (about 0.8 us): the hot path
         # keeps the children it has used. Label sets are few (ops x outcomes, repair ids,
         # paths), so these stay small.
@@ -153,12 +163,24 @@ class Metrics:
                 if child is None:
                     child = self._repairs[repair] = self.repairs_total.labels(repair)
                 child.inc()
+        if op == "validate_result":
+            self._tool_result(envelope, result)
         path = result.get("path")
         if op == "decode" and isinstance(path, str):
             child = self._paths.get(path)
             if child is None:
                 child = self._paths[path] = self.decode_path_total.labels(path)
             child.inc()
+
+    def _tool_result(self, envelope: dict, result: dict) -> None:
+        tool, mode = result.get("tool"), result.get("mode")
+        if not isinstance(mode, str):
+            return
+        if not isinstance(tool, str) or (tool not in self._tools_seen
+                                         and len(self._tools_seen) >= MAX_TOOL_LABELS):
+            tool = "other"  # tool names come from callers: keep the label set bounded
+        self._tools_seen.add(tool)
+        self.tool_results_total.labels(tool, mode).inc()
 
     def refused(self, reason: str) -> None:
         """Count one job refused by an RQ worker because it is not a toolcodec job."""
