@@ -17,6 +17,8 @@ BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
 MAX_TOOL_LABELS = 200
+ERROR_CODES = frozenset({"bad_request", "payload_too_large", "internal_error",
+                         "backend_unavailable", "nesting_too_deep"})
 OUTCOMES = ("success", "failure", "timeout", "rejected", "worker_lost")
 
 # One set of collectors per registry: a second Metrics on the same registry reuses them
@@ -82,6 +84,14 @@ def _create(registry: CollectorRegistry) -> dict[str, Any]:
             ["path"],
             registry=registry,
         ),
+        "job_errors_total": Counter(
+            "toolcodec_job_errors_total",
+            "Jobs that could not run (status error), by error code: bad_request, "
+            "payload_too_large, internal_error, backend_unavailable. Counted as outcome "
+            "failure in toolcodec_jobs_total too; this splits our failures from the caller's.",
+            ["op", "backend", "code"],
+            registry=registry,
+        ),
         "tool_results_total": Counter(
             "toolcodec_tool_results_total",
             "Tool outputs checked by validate_result, by tool and mode (structured, repaired, "
@@ -122,6 +132,7 @@ class Metrics:
         self.decode_path_total: Counter = found["decode_path_total"]
         self.jobs_refused_total: Counter = found["jobs_refused_total"]
         self.tool_results_total: Counter = found["tool_results_total"]
+        self.job_errors_total: Counter = found["job_errors_total"]
         self._tools_seen: set[str] = set()
         # labels() takes a lock and builds a key on every call (about 0.8 us): the hot path
         # keeps the children it has used. Label sets are few (ops x outcomes, repair ids,
@@ -154,6 +165,10 @@ class Metrics:
                 )
             latency.observe(elapsed_ms / 1000.0)
         result = envelope.get("result")
+        if envelope.get("status") == "error":
+            code = (envelope.get("error") or {}).get("code")
+            self.job_errors_total.labels(op, backend, code if code in ERROR_CODES
+                                         else "other").inc()
         if envelope.get("status") != "ok" or not isinstance(result, dict):
             return
         repairs = result.get("repairs")
