@@ -200,6 +200,8 @@ def _serve_parser(sub: Any) -> None:
                        help="model server to proxy /v1/chat/completions and /v1/models to")
     serve.add_argument("--upstream-key-env", default=None, metavar="VAR",
                        help="environment variable holding the upstream API key")
+    serve.add_argument("--upstream-timeout-s", type=float, default=300.0,
+                       help="longest wait for the model server between two bytes (default: 300)")
     serve.add_argument("--tools-as-prompt", action="store_true",
                        help="send the request's tools to upstream as a system prompt")
 
@@ -212,11 +214,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         key = os.environ.get(args.upstream_key_env)
         if not key:
             raise CliError(f"--upstream-key-env: {args.upstream_key_env} is not set")
-    if not (0 < args.drain_s <= 3600):
-        raise CliError("--drain-s must be between 0 and 3600 seconds")
+    for name in ("drain_s", "upstream_timeout_s"):
+        if not (0 < getattr(args, name) <= 3600):
+            raise CliError(f"--{name.replace('_', '-')} must be between 0 and 3600 seconds")
     return run(ServeConfig(args.host, args.port, args.backend, args.workers, args.redis_url,
                            args.queue, args.timeout_ms, args.max_body, args.drain_s,
-                           args.upstream, key, args.tools_as_prompt))
+                           args.upstream, key, args.tools_as_prompt,
+                           args.upstream_timeout_s))
 
 
 def build_parser() -> argparse.ArgumentParser:

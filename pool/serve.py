@@ -38,6 +38,7 @@ class ServeConfig:
     upstream: str | None = None
     upstream_key: str | None = None
     tools_as_prompt: bool = False
+    upstream_timeout_s: float = 300.0
 
 
 class _DrainingServer(uvicorn.Server):
@@ -82,7 +83,8 @@ def _proxy_routes(config: ServeConfig, pool: Pool, service: Service) -> tuple[li
     from pool.proxy_http import proxy_routes
 
     proxy = ChatProxy(ProxyConfig(config.upstream, config.upstream_key,
-                                  tools_as_prompt=config.tools_as_prompt), pool,
+                                  tools_as_prompt=config.tools_as_prompt,
+                                  read_timeout=config.upstream_timeout_s), pool,
                       registry=service.registry)
     return proxy_routes(proxy, service.max_body), proxy
 

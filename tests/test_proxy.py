@@ -183,3 +183,18 @@ def test_tools_as_prompt(upstream) -> None:
         assert "get_weather" in sent["messages"][0]["content"]
     finally:
         srv.stop()
+
+
+def test_an_upstream_that_hangs_is_504_within_the_upstream_timeout(upstream) -> None:
+    srv = ServeProcess("--upstream", upstream.url, "--upstream-timeout-s", "1", "--workers",
+                       "1").start()
+    try:
+        response = httpx.post(srv.url + "/v1/chat/completions", json={
+            "model": "m", "messages": ask("hang")}, timeout=60)
+        assert response.status_code == 504
+        assert response.json()["error"]["code"] == "upstream_timeout"
+        with httpx.stream("POST", srv.url + "/v1/chat/completions", json={
+                "model": "m", "messages": ask("hang"), "stream": True}, timeout=60) as r:
+            assert r.status_code == 504
+    finally:
+        srv.stop()
