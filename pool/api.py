@@ -19,7 +19,7 @@ BACKENDS = ("process", "rq")
 
 
 class Pool:
-    """Run codec jobs under hard deadlines and return DESIGN.md envelopes.
+    """Run codec jobs under hard deadlines and return job envelopes (see README).
 
     :param backend: ``"process"`` (embedded worker processes, the default) or ``"rq"``
         (Redis/RQ workers started with ``toolcodec worker``).

@@ -98,7 +98,7 @@ class RQBackend:
     # -- public API ------------------------------------------------------------------------
 
     def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict[str, Any]:
-        """Run ``op`` on ``payload`` in a worker and return the DESIGN.md envelope.
+        """Run ``op`` on ``payload`` in a worker and return the job envelope (README).
 
         Never raises on a bad payload or an unreachable Redis: the envelope says what
         happened. The caller is blocked at most ``timeout_ms`` plus scheduling noise.

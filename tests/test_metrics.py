@@ -1,4 +1,4 @@
-"""worker.metrics.Metrics: names from DESIGN.md, outcome mapping, repairs and decode paths."""
+"""worker.metrics.Metrics: the documented names, outcome mapping, repairs and decode paths."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prometheus metrics with the names of DESIGN.md, counted in the dispatching process.
+"""Prometheus metrics (names and labels as README "Metrics" states), counted by the caller.
 
 Outcomes are counted where they are known (the caller's side of the pool), which keeps the
 numbers right however many workers die and respawn, and avoids prometheus_client's
@@ -28,7 +28,7 @@ _SHARED_LOCK = threading.Lock()
 
 
 def outcome_of(envelope: dict) -> str:
-    """Map an envelope to the ``outcome`` label (DESIGN.md "Metrics")."""
+    """Map an envelope to the ``outcome`` label (README "Metrics")."""
     status = envelope.get("status")
     if status == "ok":
         result = envelope.get("result")
