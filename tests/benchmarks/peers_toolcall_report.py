@@ -2,7 +2,8 @@
 
     python tests/benchmarks/peers_toolcall_report.py [--format hermes] [--failures 10]
 
-Cases come from ``toolcall_cases.jsonl`` in the peers' folder (``TOOLCODEC_PEERS``) (non-streaming only). A case
+Cases come from ``toolcall_cases.jsonl`` in the peers' folder (``TOOLCODEC_PEERS``;
+non-streaming only). A case
 passes on *calls* when the decoded calls (name and arguments, in order) equal the peer's,
 and on *content* when, in addition, our stripped ``content`` equals the peer's stripped
 content (cases that record no content count on calls alone).
