@@ -37,7 +37,9 @@ redis.call('SADD', KEYS[3], ARGV[4])
 return {1, redis.call('RPUSH', KEYS[1], ARGV[3])}
 """
 
-_REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+# Any Redis error — unreachable, timed out, or a server that answers another protocol
+# (an HTTP server or a proxy on that port: InvalidResponse) — means the backend is unavailable.
+_REDIS_ERRORS = (redis.exceptions.RedisError,)
 _STOP = b"\x00stop"
 
 
@@ -240,7 +242,7 @@ class _ReplyListener(threading.Thread):
         while not self._stop_event.is_set():
             try:
                 popped = self._redis.blpop([key], timeout=self.BLOCK_SECONDS)
-            except _REDIS_ERRORS as exc:
+            except (*_REDIS_ERRORS, OSError, ValueError) as exc:  # the thread must survive all
                 self.backend._fail_all(f"lost the connection to Redis while waiting: {exc}")
                 self._stop_event.wait(backoff)
                 backoff = min(backoff * 2, 0.5)

@@ -305,3 +305,38 @@ def test_a_redis_writer_cannot_run_code_in_a_worker(
     assert backend.submit("repair", {"text": "[1,"})["status"] == "ok"
     assert restarts(port, "crash") == 0
     conn.close()
+
+
+def test_a_url_that_answers_another_protocol_is_backend_unavailable(queue_name) -> None:
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    stop = threading.Event()
+
+    def http_server() -> None:  # answers every connection like a web server would
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=http_server, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    b = RQBackend(redis_url=f"redis://127.0.0.1:{port}/0", queue=queue_name, timeout_ms=1000)
+    try:
+        for _ in range(3):
+            out = b.submit("repair", {"text": "1"})
+            assert out["status"] == "error" and out["error"]["code"] == "backend_unavailable"
+        assert b._listener.is_alive()  # the reply thread survived the garbage answers
+    finally:
+        b.close()
+        stop.set()
+        thread.join(5)
+        listener.close()
