@@ -96,6 +96,16 @@ class RQBackend:
         self._ids = itertools.count()
         self._listener = _ReplyListener(self, redis_url, connect_timeout)
         self._listener.start()
+        if metrics is not None:  # read at scrape time: never a stale number
+            metrics.queue_depth.labels(backend=self.name).set_function(self._depth_now)
+
+    def _depth_now(self) -> float:
+        if self._closed:
+            return 0.0
+        try:
+            return float(self._redis.llen(self._keys[0]))
+        except _REDIS_ERRORS:
+            return math.nan  # unknown, and shown as such, rather than an old value
 
     # -- public API ------------------------------------------------------------------------
 
@@ -155,8 +165,6 @@ class RQBackend:
         except _REDIS_ERRORS as exc:
             self._forget(job_id)
             return _unavailable(op, f"could not enqueue on Redis: {exc}")
-        if self.metrics is not None:
-            self.metrics.queue_depth.labels(backend=self.name).set(depth)
         if not accepted:
             self._forget(job_id)
             return _error(

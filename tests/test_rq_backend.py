@@ -340,3 +340,18 @@ def test_a_url_that_answers_another_protocol_is_backend_unavailable(queue_name) 
         stop.set()
         thread.join(5)
         listener.close()
+
+
+def test_callers_queue_depth_is_read_when_scraped(redis_server, queue_name) -> None:
+    registry = CollectorRegistry()
+    b = RQBackend(redis_url=redis_server.url, queue=queue_name, timeout_ms=100,
+                  metrics=Metrics(registry))
+    depth = lambda: registry.get_sample_value("toolcodec_queue_depth", {"backend": "rq"})  # noqa: E731
+    try:
+        for _ in range(3):  # no worker: the jobs stay queued (and time out for the caller)
+            assert b.submit("repair", {"text": "1"})["status"] == "timeout"
+        assert depth() == 3
+        redis_server.client().delete(proto.queue_key(queue_name))
+        assert depth() == 0  # not the last value seen at enqueue
+    finally:
+        b.close()
