@@ -84,6 +84,14 @@ class _Open:
     reasoned: int = 0  # think: body text already sent as reasoning events
 
 
+class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
+    """A block has ended and must be decoded before the engine reads on."""
+
+    def __init__(self, block: Block, index: int) -> None:
+        super().__init__(block.fmt)
+        self.block, self.index = block, index
+
+
 @dataclass(slots=True)
 class _Pending:
     """A JSON call in prose, waiting for the end of the output to be confirmed."""
@@ -113,6 +121,7 @@ class Engine:
     id_prefix: str = ""
     calls_emitted: int = 0
     native_events: list[dict[str, Any]] = field(default_factory=list)
+    defer_blocks: bool = False  # raise BlockReady instead of decoding in this process
 
     # -- feeding ------------------------------------------------------------------------------
 
@@ -316,8 +325,17 @@ class Engine:
             cur.scan = at + 1
 
     def _decode_block(self, block: Block) -> None:
+        if self.defer_blocks:  # the caller decodes it elsewhere, then calls apply_block
+            raise BlockReady(block, self.envelopes - 1)
+        calls, errors = self.codec._block_calls(self.asm.text, block)
+        self.apply_block(block, self.envelopes - 1, calls, errors)
+
+    def apply_block(self, block: Block, index: int, calls: list[Any],
+                    errors: list[CodecError]) -> None:
+        """Record a decoded block and emit its events."""
+        self.asm.text = self.text
         calls_before, errors_before = len(self.asm.calls), len(self.asm.errors)
-        self.codec._decode_block(self.asm, self.envelopes - 1, block)
+        self.codec.apply_block(self.asm, index, block, calls, errors)
         for error in self.asm.errors[errors_before:]:
             self._error_event(error)
         if len(self.asm.calls) > calls_before:

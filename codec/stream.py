@@ -41,6 +41,7 @@ import secrets
 from typing import Any
 
 from codec import native
+from codec.engine import BlockReady
 from codec.errors import BAD_REQUEST, INTERNAL_ERROR, CodecError
 from codec.result import DecodeResult, Span
 
@@ -82,6 +83,8 @@ class StreamDecoder:
             return self._close_failed()
         try:
             return self._close()
+        except BlockReady:
+            raise
         except Exception as exc:  # noqa: BLE001 - a bug must not reach the chat
             self._fail(exc)
             return self._close_failed()
@@ -113,6 +116,8 @@ class StreamDecoder:
             return [{"type": "content", "text": chunk}] if chunk else []
         try:
             self._engine.feed(chunk)
+        except BlockReady:
+            raise  # the pool-backed stream decodes the block in a worker and reads on
         except Exception as exc:  # noqa: BLE001 - report, keep the text, keep streaming
             events = self._drain() + self._fail(exc)
             held = self._engine.text[self._engine.pos:]

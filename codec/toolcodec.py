@@ -222,13 +222,23 @@ class ToolCallCodec:
         return eng
 
     def _decode_block(self, asm: _Assembly, index: int, block: Block) -> None:
-        calls, errors = self._block_calls(asm.text, block)
+        self.apply_block(asm, index, block, *self._block_calls(asm.text, block))
+
+    def apply_block(self, asm: _Assembly, index: int, block: Block, calls: list[Call],
+                    errors: list[CodecError]) -> None:
+        """Record a decoded block: its calls, or its text as markup with its errors."""
         if calls and not errors:
             asm.add_calls(block.start, block.end, calls)
             return
         raw = asm.text[block.start:block.end]
         details = {"block": index, "position": block.start, "raw": _truncate(raw)}
         asm.add_markup(block, [_in_block(e, index, block, details) for e in errors])
+
+    def block_calls(self, text: str, fmt: str, tag: str | None, closed: bool,
+                    body: tuple[int, int]) -> tuple[list[Call], list[CodecError]]:
+        """Decode one block given on its own (``text`` is the block, ``body`` its bounds in
+        it): what a worker does for the pool-backed stream."""
+        return self._block_calls(text, Block(fmt, 0, len(text), body[0], body[1], closed, tag))
 
     def _block_calls(self, text: str, block: Block) -> tuple[list[Call], list[CodecError]]:
         payload = text[block.body_start:block.body_end]

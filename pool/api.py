@@ -132,6 +132,15 @@ class Pool:
         self.metrics.observe(envelope["op"], self.backend, envelope)
         return envelope
 
+    def stream(self, tools: list[dict] | None = None, *, timeout_ms: float | None = None,
+               id_prefix: str | None = None, **options: Any) -> Any:
+        """An async stream decoder (``pool.stream.PoolStream``): ``await s.feed(chunk)``,
+        ``await s.close()``, ``s.result()``; each completed tool-call block is decoded in a
+        worker under ``timeout_ms`` (the pool's budget by default)."""
+        from pool.stream import PoolStream
+
+        return PoolStream(self, tools, timeout_ms=timeout_ms, id_prefix=id_prefix, **options)
+
     def close(self, timeout: float = 5.0) -> None:
         """Stop taking jobs, let in-flight ones finish for up to ``timeout`` s, stop workers."""
         self._impl.close(timeout=timeout)

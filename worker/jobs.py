@@ -195,6 +195,29 @@ def _tools(payload: dict, *, required: bool) -> list | None:
     return tools
 
 
+def _op_decode_block(payload: dict) -> dict:
+    """One tool-call block of a stream, decoded on its own (``pool.stream``)."""
+    text = _field(payload, "text", str)
+    fmt = _field(payload, "fmt", str)
+    body = _field(payload, "body", list)
+    if fmt not in ("tool_call", "tool_element", "function", "tool_tag") or len(body) != 2 \
+            or not all(isinstance(b, int) and 0 <= b <= len(text) for b in body):
+        raise BadRequest("decode_block needs fmt (an envelope kind) and body [start, end] "
+                         "inside text", "payload")
+    delay = payload.get("_sleep_s")  # fault injection only: a slow block, for tests
+    if delay is not None and os.environ.get(FAULT_ENV) == "1" and _is_number(delay):
+        time.sleep(min(float(delay), 60.0))
+    options = dict(_field(payload, "options", dict, required=False) or {})
+    options["limits"] = _limits(options.get("limits"))
+    c = codec_for(_tools(payload, required=False) or [], options)
+    tag = payload.get("tag") if isinstance(payload.get("tag"), str) else None
+    calls, errors = c.block_calls(text, fmt, tag, bool(payload.get("closed", True)),
+                                  (body[0], body[1]))
+    return {"ok": not errors,
+            "calls": [{**call.to_dict()} for call in calls],
+            "errors": [e.to_dict() for e in errors]}
+
+
 def _op_validate_result(payload: dict) -> dict:
     from codec.toolresults import ResultSchemas, validate_result
 
@@ -219,6 +242,7 @@ OPS: dict[str, Callable[[dict], dict]] = {
     "validate": _op_validate,
     "kindaxml": _op_kindaxml,
     "validate_result": _op_validate_result,
+    "decode_block": _op_decode_block,
 }
 
 

@@ -1,0 +1,88 @@
+"""``Pool.stream()``: the streaming decoder for an event loop, blocks decoded in workers.
+
+The stream itself runs in the caller (scanning is cheap); decoding a completed block can be
+slow for a huge block, so each one is sent to a worker as a ``decode_block`` job under the
+pool's budget. While it runs the event loop stays free. If the job does not come back in
+time (or fails), the block's text is released as content with that error — a ``timeout``
+error event, then the text — and the stream goes on: the chat keeps flowing. Decoded blocks
+are counted like any job (``op="decode_block"``).
+
+With every block decoded, the events and ``result()`` are those of ``codec.StreamDecoder``
+(and so of ``decode``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codec.engine import BlockReady
+from codec.errors import CodecError
+from codec.result import Call, DecodeResult
+from codec.stream import StreamDecoder
+from codec.toolcodec import codec_for
+
+Event = dict[str, Any]
+
+
+class PoolStream:
+    """An async stream decoder bound to a ``Pool``; see the module docstring."""
+
+    def __init__(self, pool: Any, tools: list[dict] | None, *, timeout_ms: float | None = None,
+                 id_prefix: str | None = None, block_options: dict[str, Any] | None = None,
+                 **options: Any) -> None:
+        self.pool, self.tools, self.options = pool, tools or [], options
+        self.timeout_ms = timeout_ms
+        self._extra = dict(block_options or {})  # e.g. the fault-injection delay, in tests
+        self._stream = StreamDecoder(codec_for(tools, **options), id_prefix=id_prefix)
+        self._stream._engine.defer_blocks = True
+
+    async def feed(self, chunk: str | dict[str, Any]) -> list[Event]:
+        """Take the next piece of the output; never raises."""
+        return await self._run(lambda: self._stream.feed(chunk), final=False)
+
+    async def close(self) -> list[Event]:
+        """End of the stream: everything held back is released."""
+        return await self._run(self._stream.close, final=True)
+
+    def result(self) -> DecodeResult:
+        return self._stream.result()
+
+    async def _run(self, step: Any, *, final: bool) -> list[Event]:
+        engine = self._stream._engine
+        events: list[Event] = []
+        while True:
+            try:
+                events += step()
+                return events
+            except BlockReady as ready:
+                await self._decode(engine, ready)
+                events += self._stream._drain()
+                step = self._resume(engine, final)
+
+    def _resume(self, engine: Any, final: bool) -> Any:
+        if final:
+            return self._stream.close
+
+        def read_on() -> list[Event]:
+            engine._advance(final=False)
+            return self._stream._drain()
+        return read_on
+
+    async def _decode(self, engine: Any, ready: BlockReady) -> None:
+        block = ready.block
+        text = engine.text[block.start:block.end]
+        payload = {"text": text, "fmt": block.fmt, "tag": block.tag, "closed": block.closed,
+                   "body": [block.body_start - block.start, block.body_end - block.start],
+                   "tools": self.tools, "options": self.options, **self._extra}
+        envelope = await self.pool.asubmit("decode_block", payload, timeout_ms=self.timeout_ms)
+        result = envelope.get("result") if envelope.get("status") == "ok" else None
+        if result is None:
+            error = envelope.get("error") or {"code": envelope.get("status"), "message": ""}
+            details = {k: v for k, v in error.items() if k not in ("code", "message")}
+            calls, errors = [], [CodecError(error["code"], error["message"], details)]
+        else:
+            calls = [Call(c["name"], c["arguments"], list(c["repairs"])) for c in result["calls"]]
+            errors = [CodecError(e["code"], e["message"],
+                                 {k: v for k, v in e.items() if k not in ("code", "message")})
+                      for e in result["errors"]]
+        engine.apply_block(block, ready.index, calls, errors)

@@ -1,0 +1,70 @@
+"""``Pool.stream()``: blocks decoded in workers, the same answer as the in-caller stream,
+and a block that times out released as content while the stream goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+import codec
+from pool import Pool
+
+TOOLS = [{"name": "search", "parameters": {"type": "object", "properties": {
+    "q": {"type": "string"}}, "required": ["q"]}}]
+TEXT = ('<think>plan</think>Let me look. <tool_call>{"name": "search", "arguments": '
+        '{"q": "cats",}}</tool_call> and <search><q>dogs</q></search> then '
+        '<tool_call>{"name": "nope", "arguments": {}}</tool_call> done.')
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with Pool("process", workers=2, timeout_ms=5000, registry=CollectorRegistry()) as p:
+        yield p
+
+
+def run(stream, parts) -> list[dict]:
+    async def main():
+        events = []
+        for part in parts:
+            events += await stream.feed(part)
+        return events + await stream.close()
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pool_stream_equals_decode_for_any_chunking(pool, seed) -> None:
+    rng = random.Random(seed)
+    parts, i = [], 0
+    while i < len(TEXT):
+        n = rng.randint(1, 9)
+        parts.append(TEXT[i:i + n])
+        i += n
+    s = pool.stream(TOOLS, id_prefix="p")
+    events = run(s, parts)
+    expected = codec.decode(TEXT, tools=TOOLS).to_dict()
+    assert s.result().to_dict() == expected
+    assert [e["arguments"] for e in events if e["type"] == "tool_call"] == [
+        c["arguments"] for c in expected["calls"]]
+    assert "".join(e["text"] for e in events if e["type"] == "content").strip() == \
+        expected["content"]
+    jobs = pool.metrics.registry.get_sample_value(
+        "toolcodec_jobs_total", {"op": "decode_block", "backend": "process",
+                                 "outcome": "success"})
+    assert jobs and jobs >= 2  # the blocks were decoded by workers, and counted
+
+
+def test_a_slow_block_times_out_and_the_stream_goes_on(monkeypatch) -> None:
+    monkeypatch.setenv("TOOLCODEC_FAULT_INJECTION", "1")  # workers inherit it
+    with Pool("process", workers=1, timeout_ms=5000, registry=CollectorRegistry()) as p:
+        s = p.stream(TOOLS, timeout_ms=100, block_options={"_sleep_s": 2})
+        block = '<tool_call>{"name": "search", "arguments": {"q": "x"}}</tool_call>'
+        events = run(s, ["before ", block, " after"])
+    errors = [e for e in events if e["type"] == "error"]
+    assert errors and errors[0]["error"]["code"] == "timeout"
+    text = "".join(e["text"] for e in events if e["type"] == "content")
+    assert text == "before " + block + " after"  # nothing lost, the chat kept flowing
+    result = s.result()
+    assert not result.ok and result.calls == [] and result.errors[0].code == "timeout"
