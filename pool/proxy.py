@@ -30,7 +30,6 @@ import httpx
 import orjson
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
-from codec.toolcodec import codec_for
 from codec.tools import InvalidToolsError
 
 REPORT_HEADER = "x-toolcodec-report"
@@ -216,8 +215,8 @@ class ChatProxy:
 
     def decoder_for(self, tools: list[dict[str, Any]]) -> Any:
         """A stream decoder for the request's tools (``None`` when they are unusable)."""
-        try:
-            return codec_for(tools).stream()
+        try:  # blocks are decoded in the pool's workers, off the event loop
+            return self.pool.stream(tools)
         except (InvalidToolsError, TypeError, ValueError):
             return None
 

@@ -76,7 +76,7 @@ async def relay(response: httpx.Response, proxy: Any, body: dict[str, Any],
             if writer is None:
                 writer = ChunkWriter(upstream.id, upstream.model, upstream.created,
                                      call_id=lambda _e, n: call_id(f"{upstream.id}:0", n))
-            for out in _chunks(writer, decoder.feed(chunk)):
+            for out in _chunks(writer, await decoder.feed(chunk)):
                 yield out
     except httpx.HTTPError as exc:
         failure = f"the model server's stream broke off ({type(exc).__name__})"
@@ -84,7 +84,7 @@ async def relay(response: httpx.Response, proxy: Any, body: dict[str, Any],
         await response.aclose()
     if decoder is not None:
         writer = writer or ChunkWriter(upstream.id, upstream.model, upstream.created)
-        for out in _chunks(writer, decoder.close()):
+        for out in _chunks(writer, await decoder.close()):
             yield out
         result = decoder.result().to_dict()
         for out in _unrepaired(writer, result, decoder.assembled_message()):

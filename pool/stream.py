@@ -47,6 +47,9 @@ class PoolStream:
     def result(self) -> DecodeResult:
         return self._stream.result()
 
+    def assembled_message(self) -> dict[str, Any]:
+        return self._stream.assembled_message()
+
     async def _run(self, step: Any, *, final: bool) -> list[Event]:
         engine = self._stream._engine
         events: list[Event] = []
