@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from codec.errors import BAD_REQUEST, PAYLOAD_TOO_LARGE
-from worker.jobs import error_envelope
+from worker.envelope import error_envelope
 from worker.limits import operator_limits
 
 # One hour: far beyond any sensible parse budget, and within what every wait primitive

@@ -22,9 +22,11 @@ import redis
 from rq.job import Job, JobStatus
 from rq.utils import now
 
-from codec.errors import BACKEND_UNAVAILABLE, BAD_REQUEST, REJECTED, TIMEOUT, CodecError
+from codec.errors import BACKEND_UNAVAILABLE, BAD_REQUEST, REJECTED, TIMEOUT
 from pool.door import check_budget
 from worker import rq_protocol as proto
+from worker.envelope import complete
+from worker.envelope import error_envelope as _error
 
 # KEYS: queue list, job hash, RQ's set of queues.
 # ARGV: max queue length, job TTL (ms), job id, queue key, then the hash's field/value pairs.
@@ -119,8 +121,7 @@ class RQBackend:
         budget, why = check_budget(timeout_ms, self.timeout_ms)
         env = (_error(op, "error", BAD_REQUEST, why, field="timeout_ms") if budget is None
                else self._submit(op, payload, start, budget))
-        env["backend"] = self.name
-        env["elapsed_ms"] = (time.monotonic() - start) * 1000.0
+        env = complete(env, op, self.name, start)
         if self.metrics is not None:
             self.metrics.observe(op, self.name, env)
         return env
@@ -265,11 +266,6 @@ class _ReplyListener(threading.Thread):
 
 def _job_ttl_ms(budget: float) -> int:
     return int(budget * 1000) + proto.JOB_GRACE_MS
-
-
-def _error(op: str, status: str, code: str, message: str, **details: Any) -> dict[str, Any]:
-    return {"status": status, "op": op, "result": None,
-            "error": CodecError(code, message, details).to_dict()}
 
 
 def _unavailable(op: str, message: str) -> dict[str, Any]:

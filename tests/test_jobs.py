@@ -13,7 +13,8 @@ import codec
 from codec.errors import ALL_CODES
 from worker import jobs
 from worker.faults import FAULT_OPS
-from worker.jobs import FAULT_ENV, codec_for, run_job
+from codec.toolcodec import codec_for
+from worker.jobs import FAULT_ENV, run_job
 
 TOOLS = [
     {
@@ -29,12 +30,6 @@ TOOLS = [
         },
     }
 ]
-
-needs_codec = pytest.mark.skipif(
-    not all(hasattr(codec, n) for n in ("ToolCallCodec", "repair_json", "validate")),
-    reason="the codec package does not provide its public API yet",
-)
-
 
 def job(op: str, payload: object, *, deadline: float | None = None, **extra: object) -> dict:
     out = {"id": "job-1", "op": op, "payload": payload, "deadline": deadline or time.time() + 10}
@@ -77,7 +72,11 @@ def bad(op: object, payload: object, **extra: object) -> dict:
         (bad("decode", {"text": 3}), "payload.text"),
         (bad("decode", {"message": "x"}), "payload.message"),
         (bad("decode", {"text": "x", "tools": {}}), "payload.tools"),
-        (bad("decode", {"text": "x", "tools": [{"x": 1}]}), "payload.tools[0]"),
+        (bad("decode", {"text": "x", "tools": [{"x": 1}]}), "payload.tools"),
+        (bad("decode", {"text": "x", "tools": [{"name": "f"}, {"name": "f"}]}), "payload.tools"),
+        (bad("decode", {"text": "x", "options": {"heuristics": ["x"]}}), "payload.options"),
+        (bad("decode", {"text": "x", "options": {"nfkc_strings": 1}}),
+         "payload.options.nfkc_strings"),
         (bad("decode", {"text": "x", "options": []}), "payload.options"),
         (bad("validate", {"name": "f", "tools": TOOLS}), "payload.arguments"),
         (bad("validate", {"name": "f", "arguments": {}}), "payload.tools"),
@@ -181,7 +180,6 @@ def test_run_job_always_answers_with_an_envelope(op: str, payload: object, job_i
         assert env["error"]["code"] == "bad_request"
 
 
-@needs_codec
 def test_decode_matches_the_codec_called_directly() -> None:
     text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
     env = run_job(job("decode", {"text": text, "tools": TOOLS}))
@@ -189,7 +187,6 @@ def test_decode_matches_the_codec_called_directly() -> None:
     assert env["result"] == codec.ToolCallCodec(tools=TOOLS).decode(text).to_dict()
 
 
-@needs_codec
 def test_repair_and_validate_match_the_codec() -> None:
     env = run_job(job("repair", {"text": "{'a': 1,}"}))
     assert env["result"] == codec.repair_json("{'a': 1,}").to_dict()
@@ -199,13 +196,34 @@ def test_repair_and_validate_match_the_codec() -> None:
     assert env["result"] == codec.validate("get_weather", args, tools=TOOLS).to_dict()
 
 
-@needs_codec
-def test_codecs_are_cached_per_canonical_tool_set() -> None:
+def test_jobs_share_the_codecs_cache_per_canonical_tool_set() -> None:
     reordered = [{"function": dict(reversed(TOOLS[0]["function"].items())), "type": "function"}]
-    first = codec_for(TOOLS, {})
-    assert codec_for(reordered, {}) is first  # same tools, other key order: same codec
-    other = [{"name": "other", "parameters": {"type": "object"}}]
-    assert codec_for(other, {}) is not first
+    text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    first = run_job(job("decode", {"text": text, "tools": TOOLS}))
+    again = run_job(job("decode", {"text": text, "tools": reordered}))
+    assert first == again and first["result"]["calls"][0]["name"] == "get_weather"
+    limits = jobs._ceiling()  # a job always passes the operator's limits (or lower ones)
+    assert codec_for(reordered, limits=limits) is codec_for(TOOLS, limits=limits)
+
+
+def test_tool_definitions_are_checked_by_the_codec() -> None:
+    bad_schema = [{"name": "f", "parameters": {"type": "object", "properties": 3}}]
+    for tools in (bad_schema, [{"name": ""}], [{"name": "f"}, {"function": {"name": "f"}}]):
+        env = run_job(job("validate", {"name": "f", "arguments": {}, "tools": tools}))
+        assert env["status"] == "error" and env["error"]["code"] == "bad_request", tools
+        assert env["error"]["field"] == "payload.tools"
+        assert "tools[" in env["error"]["message"]
+
+
+def test_codec_options_are_json_values_only() -> None:
+    text = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>"
+    ok = run_job(job("decode", {"text": text, "tools": TOOLS,
+                                "options": {"nfkc_strings": True, "starts_in_reasoning": False}}))
+    assert ok["status"] == "ok" and ok["result"]["ok"]
+    for options in ({"pipeline": "os:system"}, {"heuristics": []}, {"starts_in_reasoning": "y"}):
+        env = run_job(job("decode", {"text": text, "tools": TOOLS, "options": options}))
+        assert env["status"] == "error" and env["error"]["code"] == "bad_request", options
+        assert env["error"]["field"].startswith("payload.options")
 
 
 def test_kindaxml_matches_the_parser_and_checks_its_config() -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from codec.errors import BAD_REQUEST
-from worker.jobs import error_envelope, internal_error
+from worker.envelope import error_envelope, internal_error
 
 Handler = Callable[[dict], dict]
 

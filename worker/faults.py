@@ -11,13 +11,12 @@ import signal
 import time
 from collections.abc import Callable
 
+from worker.envelope import BadRequest
+
 MAX_SECONDS = 600.0
 
 
 def _seconds(payload: dict) -> float:
-    # Imported here to keep this module free of a cycle with worker.jobs.
-    from worker.jobs import BadRequest
-
     value = payload.get("seconds")
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if not number or not 0 <= value <= MAX_SECONDS:

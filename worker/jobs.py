@@ -8,57 +8,25 @@ bad job: a malformed job is ``bad_request``, an exception inside the codec is
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
-from collections import OrderedDict
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
-import orjson
-
 import codec
-from codec.errors import BAD_REQUEST, INTERNAL_ERROR, TIMEOUT, CodecError
+from codec.errors import BAD_REQUEST, TIMEOUT
+from codec.limits import Limits
+from codec.toolcodec import ToolCallCodec, codec_for
+from codec.tools import InvalidToolsError
 from worker import faults
+from worker.envelope import BadRequest, envelope, error_envelope, internal_error
 from worker.limits import LimitsError, job_limits, operator_limits
 
 FAULT_ENV = "TOOLCODEC_FAULT_INJECTION"
-CODEC_CACHE_SIZE = 64
-
-
-class BadRequest(Exception):
-    """The job or its payload is malformed; the message says which field and why."""
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-def envelope(
-    op: str, status: str, result: dict | None = None, error: dict | None = None
-) -> dict[str, Any]:
-    """Build the worker-side envelope (the caller adds ``backend`` and ``elapsed_ms``)."""
-    return {"status": status, "op": op, "result": result, "error": error}
-
-
-def error_envelope(op: str, status: str, code: str, message: str, **details: Any) -> dict:
-    """An envelope whose ``error`` is a :class:`CodecError` dict."""
-    return envelope(op, status, error=CodecError(code, message, details).to_dict())
-
-
-def internal_error(job: Any, exc: BaseException) -> dict[str, Any]:
-    """The envelope for an unexpected exception while running ``job``."""
-    job_id = job.get("id") if isinstance(job, dict) else None
-    op = job.get("op") if isinstance(job, dict) and isinstance(job.get("op"), str) else ""
-    kind = type(exc).__name__
-    return error_envelope(
-        op,
-        "error",
-        INTERNAL_ERROR,
-        f"job {job_id!r} ({op or 'no op'}) failed inside the worker: {kind}: {exc}",
-        job_id=job_id,
-        exception=kind,
-    )
+# The ToolCallCodec options a payload may set, and their JSON types. Heuristics and pipelines
+# are code, and code never arrives in a job.
+CODEC_OPTIONS = {"nfkc_strings": bool, "starts_in_reasoning": bool, "limits": dict}
 
 
 def run_job(job: dict) -> dict:
@@ -136,10 +104,7 @@ def _op_decode(payload: dict) -> dict:
     if (text is None) == (message is None):
         raise BadRequest("decode needs exactly one of 'text' (string) or 'message' (object)")
     source = _field(payload, "text", str) if text is not None else _field(payload, "message", dict)
-    tools = _tools(payload, required=False)
-    options = dict(_field(payload, "options", dict, required=False) or {})
-    options["limits"] = _limits(options.get("limits"))
-    return codec_for(tools or [], options).decode(source).to_dict()
+    return _codec(payload, tools_required=False).decode(source).to_dict()
 
 
 def _op_repair(payload: dict) -> dict:
@@ -152,22 +117,7 @@ def _op_validate(payload: dict) -> dict:
     name = _field(payload, "name", str)
     if "arguments" not in payload:
         raise BadRequest("validate needs 'arguments'", "payload.arguments")
-    tools = _tools(payload, required=True)
-    return codec_for(tools, {"limits": _limits(None)}).validate(
-        name, payload["arguments"]).to_dict()
-
-
-_CEILING: list[Any] = []  # the operator's Limits, read from the environment on first use
-
-
-def _limits(requested: Any) -> Any:
-    """The job's limits: what it asked for, never above the operator's ceiling."""
-    if not _CEILING:
-        _CEILING.append(operator_limits())
-    try:
-        return job_limits(requested, _CEILING[0])
-    except LimitsError as exc:
-        raise BadRequest(str(exc), "payload.options.limits") from exc
+    return _codec(payload, tools_required=True).validate(name, payload["arguments"]).to_dict()
 
 
 def _op_kindaxml(payload: dict) -> dict:
@@ -182,19 +132,6 @@ def _op_kindaxml(payload: dict) -> dict:
     return kindaxml.parse(text, config=parsed_config).to_dict()
 
 
-def _tools(payload: dict, *, required: bool) -> list | None:
-    tools = _field(payload, "tools", list, required=required)
-    for i, tool in enumerate(tools or []):
-        spec = tool.get("function", tool) if isinstance(tool, dict) else None
-        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-            raise BadRequest(
-                f"payload.tools[{i}] must be an object with a string 'name' "
-                "(bare or under 'function')",
-                f"payload.tools[{i}]",
-            )
-    return tools
-
-
 def _op_decode_block(payload: dict) -> dict:
     """One tool-call block of a stream, decoded on its own (``pool.stream``)."""
     text = _field(payload, "text", str)
@@ -207,9 +144,7 @@ def _op_decode_block(payload: dict) -> dict:
     delay = payload.get("_sleep_s")  # fault injection only: a slow block, for tests
     if delay is not None and os.environ.get(FAULT_ENV) == "1" and _is_number(delay):
         time.sleep(min(float(delay), 60.0))
-    options = dict(_field(payload, "options", dict, required=False) or {})
-    options["limits"] = _limits(options.get("limits"))
-    c = codec_for(_tools(payload, required=False) or [], options)
+    c = _codec(payload, tools_required=False)
     tag = payload.get("tag") if isinstance(payload.get("tag"), str) else None
     calls, errors = c.block_calls(text, fmt, tag, bool(payload.get("closed", True)),
                                   (body[0], body[1]))
@@ -226,14 +161,58 @@ def _op_validate_result(payload: dict) -> dict:
         raise BadRequest("validate_result needs 'output' (the tool's output: text or JSON)",
                          "payload.output")
     schemas = _field(payload, "schemas", dict, required=False)
-    tools = _tools(payload, required=False)
+    tools = _field(payload, "tools", list, required=False)
     try:
         registry = ResultSchemas(schemas) if schemas is not None else \
             ResultSchemas.from_tools(tools or [])
-    except ValueError as exc:  # InvalidToolsError
+    except InvalidToolsError as exc:
         raise BadRequest(f"output schemas rejected: {exc}", "payload.schemas") from exc
     checked = validate_result(tool, payload["output"], schemas=registry, limits=_limits(None))
     return {**checked.to_dict(), "tool": tool}
+
+
+# -- codec and limits ---------------------------------------------------------------------
+
+
+def _codec(payload: dict, *, tools_required: bool) -> ToolCallCodec:
+    """The codec for the payload's ``tools`` and ``options``, from the codec's own cache.
+
+    The tool definitions are checked once, by the codec (``InvalidToolsError``), which
+    answers ``bad_request`` here.
+    """
+    tools = _field(payload, "tools", list, required=tools_required)
+    options = _field(payload, "options", dict, required=False) or {}
+    unknown = sorted(set(options) - set(CODEC_OPTIONS))
+    if unknown:
+        raise BadRequest(f"payload.options: unknown option(s) {unknown}; expected some of "
+                         f"{sorted(CODEC_OPTIONS)}", "payload.options")
+    kwargs: dict[str, Any] = {}
+    for name, kind in CODEC_OPTIONS.items():
+        value = options.get(name)
+        if value is not None and kind is bool:
+            if not isinstance(value, bool):
+                raise BadRequest(f"payload.options.{name} must be true or false, got "
+                                 f"{_kind(value)}", f"payload.options.{name}")
+            kwargs[name] = value
+    kwargs["limits"] = _limits(options.get("limits"))
+    try:
+        return codec_for(tools, **kwargs)
+    except InvalidToolsError as exc:
+        raise BadRequest(f"tools rejected: {exc}", "payload.tools") from exc
+
+
+@cache
+def _ceiling() -> Limits:
+    """The operator's limits, read from the worker's environment on first use."""
+    return operator_limits()
+
+
+def _limits(requested: Any) -> Limits:
+    """The job's limits: what it asked for, never above the operator's ceiling."""
+    try:
+        return job_limits(requested, _ceiling())
+    except LimitsError as exc:
+        raise BadRequest(str(exc), "payload.options.limits") from exc
 
 
 OPS: dict[str, Callable[[dict], dict]] = {
@@ -256,36 +235,6 @@ def _handler_for(op: str) -> Callable[[dict], dict]:
     raise BadRequest(f"unknown op {op!r}; expected one of {sorted(OPS)}", "op")
 
 
-# -- codec cache -------------------------------------------------------------------------
-
-_codecs: OrderedDict[bytes, Any] = OrderedDict()
-
-
-def codec_for(tools: list, options: dict) -> Any:
-    """A ``ToolCallCodec`` for this tool set and options, built once and kept in an LRU.
-
-    Keyed by a hash of the canonical (sorted-key) JSON, so equal tool lists sent by
-    different callers share one codec and its compiled validators.
-    """
-    try:
-        canonical = orjson.dumps([tools, options], option=orjson.OPT_SORT_KEYS)
-    except TypeError as exc:
-        raise BadRequest(f"tools/options are not JSON data: {exc}", "payload.tools") from exc
-    key = hashlib.blake2b(canonical, digest_size=16).digest()
-    found = _codecs.get(key)
-    if found is not None:
-        _codecs.move_to_end(key)
-        return found
-    try:
-        made = codec.ToolCallCodec(tools=tools, **options)
-    except (TypeError, ValueError) as exc:  # InvalidToolsError is a ValueError
-        raise BadRequest(f"tools/options rejected by the codec: {exc}", "payload.tools") from exc
-    _codecs[key] = made
-    if len(_codecs) > CODEC_CACHE_SIZE:
-        _codecs.popitem(last=False)
-    return made
-
-
 def warm() -> None:
     """Load the codec's lazily imported parts now, so forked workers inherit them.
 
@@ -295,7 +244,7 @@ def warm() -> None:
     tools = [{"name": "warm_up", "parameters": {"type": "object"}}]
     text = '<tool_call>{"name": "warm_up", "arguments": {}}</tool_call> {\'a\': 1,}'
     try:
-        codec_for(tools, {}).decode(text)
+        codec_for(tools).decode(text)
         codec.repair_json(text)
         from codec import kindaxml  # noqa: F401 - loaded for the kindaxml op
     except Exception:  # noqa: BLE001 - warm-up must never stop a pool from starting
