@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import threading
+
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
-from worker.metrics import Metrics
+from worker import metrics as names
+from worker.metrics import HELP, Metrics
 
 
 @pytest.fixture
@@ -24,7 +27,7 @@ def env(status: str, result: dict | None = None, elapsed_ms: float = 2.0) -> dic
 
 def test_two_metrics_on_the_default_registry_share_collectors() -> None:
     first, second = Metrics(), Metrics()
-    assert first.jobs_total is second.jobs_total
+    assert first.tally is second.tally and first.workers is second.workers
     assert first.registry is REGISTRY
 
 
@@ -110,3 +113,65 @@ def test_restarts_by_reason(registry: CollectorRegistry) -> None:
     name = "toolcodec_worker_restarts_total"
     assert value(registry, name, backend="process", reason="timeout") == 2
     assert value(registry, name, backend="process", reason="crash") == 1
+
+
+def test_exposition_keeps_the_documented_names_types_and_help(
+    registry: CollectorRegistry,
+) -> None:
+    m = Metrics(registry)
+    m.observe("decode", "process", env("ok", {"ok": True, "path": "xml", "repairs": ["a.b"]}))
+    m.observe("decode", "process", env("error") | {"error": {"code": "bad_request"}})
+    m.observe("validate_result", "process", env("ok", {"ok": True, "tool": "t",
+                                                       "mode": "structured"}))
+    text = generate_latest(registry).decode()
+    kinds = {names.JOB_DURATION_SECONDS: "histogram", names.QUEUE_DEPTH: "gauge",
+             names.WORKERS: "gauge"}
+    for name, (doc, _labels) in HELP.items():
+        assert f"# HELP {name} {doc}\n# TYPE {name} {kinds.get(name, 'counter')}\n" in text
+    assert 'toolcodec_jobs_total{backend="process",op="decode",outcome="success"} 1.0' in text
+    assert 'toolcodec_job_errors_total{backend="process",code="bad_request",op="decode"} 1.0' \
+        in text
+    assert 'toolcodec_tool_results_total{mode="structured",tool="t"} 1.0' in text
+
+
+def test_counts_from_many_threads_are_exact(registry: CollectorRegistry) -> None:
+    m = Metrics(registry)
+
+    def work() -> None:
+        for _ in range(500):
+            m.observe("repair", "process", env("ok", {"ok": True, "repairs": ["json.x"]}))
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    labels = {"op": "repair", "backend": "process"}
+    assert value(registry, "toolcodec_jobs_total", outcome="success", **labels) == 4000
+    assert value(registry, "toolcodec_job_duration_seconds_count", **labels) == 4000
+    assert value(registry, "toolcodec_repairs_total", repair="json.x") == 4000
+
+
+def test_tracked_pools_are_read_at_scrape_time_and_summed(registry: CollectorRegistry) -> None:
+    m = Metrics(registry)
+    a = {"idle": 1, "busy": 1, "starting": 0, "waiting": 3}
+    stop_a = m.track("process", lambda: a)
+    stop_b = Metrics(registry).track("process", lambda: {"idle": 2, "busy": 0, "starting": 1,
+                                                         "waiting": 0})
+    assert value(registry, "toolcodec_workers", backend="process", state="idle") == 3
+    assert value(registry, "toolcodec_queue_depth", backend="process") == 3
+    a["waiting"] = 0  # read when scraped, never a stale copy
+    assert value(registry, "toolcodec_queue_depth", backend="process") == 0
+    stop_a()
+    assert value(registry, "toolcodec_workers", backend="process", state="idle") == 2
+    stop_b()
+    assert value(registry, "toolcodec_workers", backend="process", state="starting") == 0
+
+
+def test_ops_outside_the_closed_set_are_counted_as_unknown(registry: CollectorRegistry) -> None:
+    m = Metrics(registry)
+    for op in ("x" * 50, "drop table", "decode2"):
+        m.observe(op, "process", env("error"))
+    assert value(registry, "toolcodec_jobs_total", op="unknown", backend="process",
+                 outcome="failure") == 3
+    assert "decode2" not in generate_latest(registry).decode()

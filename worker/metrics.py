@@ -3,27 +3,76 @@
 Outcomes are counted where they are known (the caller's side of the pool), which keeps the
 numbers right however many workers die and respawn, and avoids prometheus_client's
 multiprocess mode, which leaves a file behind for every dead process.
+
+Per-job counts stay off the hot path: :meth:`Metrics.observe` adds to plain integers under
+one lock (about 1 µs), and a custom collector turns them into metric families when the
+registry is scraped. A prometheus_client ``Counter`` and ``Histogram`` cost about nine
+locked updates per job. The metric names are the constants below, in one place, so that
+dashboards and alert rules can import them.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import threading
 import weakref
-from typing import Any
+from collections.abc import Callable
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
+
+JOBS_TOTAL = "toolcodec_jobs_total"
+JOB_DURATION_SECONDS = "toolcodec_job_duration_seconds"
+QUEUE_DEPTH = "toolcodec_queue_depth"
+WORKERS = "toolcodec_workers"
+WORKER_RESTARTS_TOTAL = "toolcodec_worker_restarts_total"
+REPAIRS_TOTAL = "toolcodec_repairs_total"
+DECODE_PATH_TOTAL = "toolcodec_decode_path_total"
+JOB_ERRORS_TOTAL = "toolcodec_job_errors_total"
+TOOL_RESULTS_TOTAL = "toolcodec_tool_results_total"
+RQ_JOBS_REFUSED_TOTAL = "toolcodec_rq_jobs_refused_total"
+
+# name -> (HELP text, label names)
+HELP: dict[str, tuple[str, tuple[str, ...]]] = {
+    JOBS_TOTAL: (
+        "Jobs by op, backend and outcome (success, failure, timeout, rejected, worker_lost).",
+        ("op", "backend", "outcome")),
+    JOB_DURATION_SECONDS: (
+        "Job latency as the caller saw it, queueing included.", ("op", "backend")),
+    QUEUE_DEPTH: ("Callers waiting for a free worker.", ("backend",)),
+    WORKERS: ("Worker processes by state (idle, busy, starting).", ("backend", "state")),
+    WORKER_RESTARTS_TOTAL: (
+        "Worker processes replaced, by reason (timeout, crash).", ("backend", "reason")),
+    REPAIRS_TOTAL: ("Repairs applied in returned results, by repair id.", ("repair",)),
+    DECODE_PATH_TOTAL: ("Decoded outputs by the path that produced the calls.", ("path",)),
+    JOB_ERRORS_TOTAL: (
+        "Jobs that could not run (status error), by error code: bad_request, "
+        "payload_too_large, internal_error, backend_unavailable. Counted as outcome "
+        "failure in toolcodec_jobs_total too; this splits our failures from the caller's.",
+        ("op", "backend", "code")),
+    TOOL_RESULTS_TOTAL: (
+        "Tool outputs checked by validate_result, by tool and mode (structured, repaired, "
+        "raw_text); tools past the first 200 names are counted as tool=\"other\".",
+        ("tool", "mode")),
+    RQ_JOBS_REFUSED_TOTAL: (
+        "Jobs found on the Redis queue that are not toolcodec jobs, refused unrun "
+        "(reason: foreign_function, no_reply_to, bad_arguments, undecodable).", ("reason",)),
+}
 
 BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
+_LE = [floatToGoString(b) for b in BUCKETS] + ["+Inf"]
 MAX_TOOL_LABELS = 200
 ERROR_CODES = frozenset({"bad_request", "payload_too_large", "internal_error",
                          "backend_unavailable", "nesting_too_deep"})
-OUTCOMES = ("success", "failure", "timeout", "rejected", "worker_lost")
+WORKER_STATES = ("idle", "busy", "starting")
 
-# One set of collectors per registry: a second Metrics on the same registry reuses them
+# One set of collectors per registry: a second Metrics on the same registry shares them
 # instead of failing with "Duplicated timeseries".
-_SHARED: weakref.WeakKeyDictionary[CollectorRegistry, dict[str, Any]] = weakref.WeakKeyDictionary()
+_SHARED: weakref.WeakKeyDictionary[CollectorRegistry, _Shared] = weakref.WeakKeyDictionary()
 _SHARED_LOCK = threading.Lock()
 
 
@@ -39,107 +88,87 @@ def outcome_of(envelope: dict) -> str:
     return "failure"
 
 
-def _create(registry: CollectorRegistry) -> dict[str, Any]:
-    return {
-        "jobs_total": Counter(
-            "toolcodec_jobs_total",
-            "Jobs by op, backend and outcome (success, failure, timeout, rejected, worker_lost).",
-            ["op", "backend", "outcome"],
-            registry=registry,
-        ),
-        "job_duration_seconds": Histogram(
-            "toolcodec_job_duration_seconds",
-            "Job latency as the caller saw it, queueing included.",
-            ["op", "backend"],
-            buckets=BUCKETS,
-            registry=registry,
-        ),
-        "queue_depth": Gauge(
-            "toolcodec_queue_depth",
-            "Callers waiting for a free worker.",
-            ["backend"],
-            registry=registry,
-        ),
-        "workers": Gauge(
-            "toolcodec_workers",
-            "Worker processes by state (idle, busy, starting).",
-            ["backend", "state"],
-            registry=registry,
-        ),
-        "worker_restarts_total": Counter(
-            "toolcodec_worker_restarts_total",
-            "Worker processes replaced, by reason (timeout, crash).",
-            ["backend", "reason"],
-            registry=registry,
-        ),
-        "repairs_total": Counter(
-            "toolcodec_repairs_total",
-            "Repairs applied in returned results, by repair id.",
-            ["repair"],
-            registry=registry,
-        ),
-        "decode_path_total": Counter(
-            "toolcodec_decode_path_total",
-            "Decoded outputs by the path that produced the calls.",
-            ["path"],
-            registry=registry,
-        ),
-        "job_errors_total": Counter(
-            "toolcodec_job_errors_total",
-            "Jobs that could not run (status error), by error code: bad_request, "
-            "payload_too_large, internal_error, backend_unavailable. Counted as outcome "
-            "failure in toolcodec_jobs_total too; this splits our failures from the caller's.",
-            ["op", "backend", "code"],
-            registry=registry,
-        ),
-        "tool_results_total": Counter(
-            "toolcodec_tool_results_total",
-            "Tool outputs checked by validate_result, by tool and mode (structured, repaired, "
-            "raw_text); tools past the first 200 names are counted as tool=\"other\".",
-            ["tool", "mode"],
-            registry=registry,
-        ),
-        "jobs_refused_total": Counter(
-            "toolcodec_rq_jobs_refused_total",
-            "Jobs found on the Redis queue that are not toolcodec jobs, refused unrun "
-            "(reason: foreign_function, no_reply_to, bad_arguments, undecodable).",
-            ["reason"],
-            registry=registry,
-        ),
-    }
+class JobTally:
+    """Per-job counts as plain integers, exported as metric families on collect."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.jobs: dict[tuple[str, str, str], int] = {}
+        self.durations: dict[tuple[str, str], list[float]] = {}  # bucket counts, then sum
+        self.errors: dict[tuple[str, str, str], int] = {}
+        self.repairs: dict[str, int] = {}
+        self.paths: dict[str, int] = {}
+        self.tool_results: dict[tuple[str, str], int] = {}
+        self.tools_seen: set[str] = set()
+
+    def describe(self) -> list[Metric]:
+        return self._families()
+
+    def collect(self) -> list[Metric]:
+        with self.lock:
+            return self._families()
+
+    def _families(self) -> list[Metric]:
+        out: list[Metric] = []
+        for name, counts in ((JOBS_TOTAL, self.jobs), (JOB_ERRORS_TOTAL, self.errors),
+                             (REPAIRS_TOTAL, self.repairs), (DECODE_PATH_TOTAL, self.paths),
+                             (TOOL_RESULTS_TOTAL, self.tool_results)):
+            doc, labels = HELP[name]
+            family = CounterMetricFamily(name, doc, labels=labels)
+            for key, n in counts.items():
+                family.add_metric(key if isinstance(key, tuple) else (key,), n)
+            out.append(family)
+        doc, labels = HELP[JOB_DURATION_SECONDS]
+        histogram = HistogramMetricFamily(JOB_DURATION_SECONDS, doc, labels=labels)
+        for key, cells in self.durations.items():
+            running, buckets = 0.0, []
+            for le, n in zip(_LE, cells, strict=False):
+                running += n
+                buckets.append((le, running))
+            histogram.add_metric(key, buckets, sum_value=cells[-1])
+        out.append(histogram)
+        return out
+
+
+class _Shared:
+    """What every ``Metrics`` on one registry shares."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.tally = JobTally()
+        registry.register(self.tally)
+        self.queue_depth = Gauge(QUEUE_DEPTH, HELP[QUEUE_DEPTH][0], HELP[QUEUE_DEPTH][1],
+                                 registry=registry)
+        self.workers = Gauge(WORKERS, HELP[WORKERS][0], HELP[WORKERS][1], registry=registry)
+        self.worker_restarts_total = Counter(
+            WORKER_RESTARTS_TOTAL, *HELP[WORKER_RESTARTS_TOTAL], registry=registry)
+        self.jobs_refused_total = Counter(
+            RQ_JOBS_REFUSED_TOTAL, *HELP[RQ_JOBS_REFUSED_TOTAL], registry=registry)
+        # Live pools' gauge readers, by backend; summed when the registry is scraped.
+        self.sources: dict[str, dict[int, Callable[[], dict[str, int]]]] = {}
+        self.sources_lock = threading.Lock()
+        self.source_ids = itertools.count()
 
 
 class Metrics:
-    """The toolcodec metric objects, registered on ``registry`` (the default one if None).
+    """The toolcodec metrics on ``registry`` (the prometheus_client default one if None).
 
-    Attributes are the prometheus_client collectors: ``jobs_total``,
-    ``job_duration_seconds``, ``queue_depth``, ``workers``, ``worker_restarts_total``,
-    ``repairs_total``, ``decode_path_total``.
+    :meth:`observe` counts a finished job; :meth:`restarted`, :meth:`refused` and the
+    gauges (``queue_depth``, ``workers``: prometheus_client ``Gauge`` objects, or a pool's
+    own counts read at scrape time through :meth:`track`) cover the rest.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = REGISTRY if registry is None else registry
         with _SHARED_LOCK:
-            found = _SHARED.get(self.registry)
-            if found is None:
-                found = _SHARED[self.registry] = _create(self.registry)
-        self.jobs_total: Counter = found["jobs_total"]
-        self.job_duration_seconds: Histogram = found["job_duration_seconds"]
-        self.queue_depth: Gauge = found["queue_depth"]
-        self.workers: Gauge = found["workers"]
-        self.worker_restarts_total: Counter = found["worker_restarts_total"]
-        self.repairs_total: Counter = found["repairs_total"]
-        self.decode_path_total: Counter = found["decode_path_total"]
-        self.jobs_refused_total: Counter = found["jobs_refused_total"]
-        self.tool_results_total: Counter = found["tool_results_total"]
-        self.job_errors_total: Counter = found["job_errors_total"]
-        self._tools_seen: set[str] = set()
-        # labels() takes a lock and builds a key on every call (about 0.8 us): the hot path
-        # keeps the children it has used. Label sets are few (ops x outcomes, repair ids,
-        # paths), so these stay small.
-        self._children: dict[tuple, Any] = {}
-        self._repairs: dict[str, Any] = {}
-        self._paths: dict[str, Any] = {}
+            shared = _SHARED.get(self.registry)
+            if shared is None:
+                shared = _SHARED[self.registry] = _Shared(self.registry)
+        self._shared = shared
+        self.tally = shared.tally
+        self.queue_depth: Gauge = shared.queue_depth
+        self.workers: Gauge = shared.workers
+        self.worker_restarts_total: Counter = shared.worker_restarts_total
+        self.jobs_refused_total: Counter = shared.jobs_refused_total
 
     def observe(self, op: str, backend: str, envelope: dict) -> None:
         """Count one finished call: outcome, latency, and the repairs/path of its result.
@@ -149,66 +178,88 @@ class Metrics:
         """
         if op not in _known_ops():
             op = "unknown"
-        outcome = outcome_of(envelope)
-        jobs = self._children.get((op, backend, outcome))
-        if jobs is None:
-            jobs = self._children[op, backend, outcome] = self.jobs_total.labels(
-                op, backend, outcome
-            )
-        jobs.inc()
-        elapsed_ms = envelope.get("elapsed_ms")
-        if isinstance(elapsed_ms, int | float):
-            latency = self._children.get((op, backend))
-            if latency is None:
-                latency = self._children[op, backend] = self.job_duration_seconds.labels(
-                    op, backend
-                )
-            latency.observe(elapsed_ms / 1000.0)
+        status = envelope.get("status")
         result = envelope.get("result")
-        if envelope.get("status") == "error":
-            code = (envelope.get("error") or {}).get("code")
-            self.job_errors_total.labels(op, backend, code if code in ERROR_CODES
-                                         else "other").inc()
-        if envelope.get("status") != "ok" or not isinstance(result, dict):
-            return
-        repairs = result.get("repairs")
-        if repairs and isinstance(repairs, list):
-            for repair in _strings(repairs):
-                child = self._repairs.get(repair)
-                if child is None:
-                    child = self._repairs[repair] = self.repairs_total.labels(repair)
-                child.inc()
-        if op == "validate_result":
-            self._tool_result(envelope, result)
-        path = result.get("path")
-        if op == "decode" and isinstance(path, str):
-            child = self._paths.get(path)
-            if child is None:
-                child = self._paths[path] = self.decode_path_total.labels(path)
-            child.inc()
-
-    def _tool_result(self, envelope: dict, result: dict) -> None:
-        tool, mode = result.get("tool"), result.get("mode")
-        if not isinstance(mode, str):
-            return
-        if not isinstance(tool, str) or (tool not in self._tools_seen
-                                         and len(self._tools_seen) >= MAX_TOOL_LABELS):
-            tool = "other"  # tool names come from callers: keep the label set bounded
-        self._tools_seen.add(tool)
-        self.tool_results_total.labels(tool, mode).inc()
-
-    def refused(self, reason: str) -> None:
-        """Count one job refused by an RQ worker because it is not a toolcodec job."""
-        self.jobs_refused_total.labels(reason).inc()
+        elapsed_ms = envelope.get("elapsed_ms")
+        tally = self.tally
+        with tally.lock:
+            key = (op, backend, outcome_of(envelope))
+            tally.jobs[key] = tally.jobs.get(key, 0) + 1
+            if isinstance(elapsed_ms, int | float):
+                _observe_seconds(tally.durations, (op, backend), elapsed_ms / 1000.0)
+            if status == "error":
+                code = (envelope.get("error") or {}).get("code")
+                key = (op, backend, code if code in ERROR_CODES else "other")
+                tally.errors[key] = tally.errors.get(key, 0) + 1
+            elif status == "ok" and isinstance(result, dict):
+                _count_result(tally, op, result)
 
     def restarted(self, backend: str, reason: str) -> None:
         """Count one worker replacement (``reason``: ``timeout`` or ``crash``)."""
         self.worker_restarts_total.labels(backend, reason).inc()
 
+    def refused(self, reason: str) -> None:
+        """Count one job refused by an RQ worker because it is not a toolcodec job."""
+        self.jobs_refused_total.labels(reason).inc()
+
     def set_workers(self, backend: str, counts: dict[str, int]) -> None:
         """Set the ``workers`` gauge for every state in ``counts``."""
         for state, n in counts.items():
             self.workers.labels(backend, state).set(n)
+
+    def track(self, backend: str, counts: Callable[[], dict[str, int]]) -> Callable[[], None]:
+        """Report a pool's ``counts()`` (``idle``, ``busy``, ``starting``, ``waiting``) as
+        the ``workers`` and ``queue_depth`` gauges, read at scrape time and summed over the
+        pools tracked on this registry; returns the function that stops it."""
+        shared = self._shared
+        with shared.sources_lock:
+            first = backend not in shared.sources
+            sources = shared.sources.setdefault(backend, {})
+            key = next(shared.source_ids)
+            sources[key] = counts
+        if first:
+            def total(state: str) -> Callable[[], float]:
+                return lambda: float(sum(f().get(state, 0) for f in list(sources.values())))
+
+            for state in WORKER_STATES:
+                self.workers.labels(backend, state).set_function(total(state))
+            self.queue_depth.labels(backend).set_function(total("waiting"))
+
+        def untrack() -> None:
+            with shared.sources_lock:
+                sources.pop(key, None)
+
+        return untrack
+
+
+def _observe_seconds(durations: dict[tuple[str, str], list[float]], key: tuple[str, str],
+                     seconds: float) -> None:
+    cells = durations.get(key)
+    if cells is None:
+        cells = durations[key] = [0.0] * (len(BUCKETS) + 2)
+    cells[bisect.bisect_left(BUCKETS, seconds)] += 1
+    cells[-1] += seconds
+
+
+def _count_result(tally: JobTally, op: str, result: dict) -> None:
+    repairs = result.get("repairs")
+    if repairs and isinstance(repairs, list):
+        for repair in repairs:
+            if isinstance(repair, str):
+                tally.repairs[repair] = tally.repairs.get(repair, 0) + 1
+    if op == "decode":
+        path = result.get("path")
+        if isinstance(path, str):
+            tally.paths[path] = tally.paths.get(path, 0) + 1
+    elif op == "validate_result":
+        tool, mode = result.get("tool"), result.get("mode")
+        if isinstance(mode, str):
+            seen = tally.tools_seen
+            if not isinstance(tool, str) or (tool not in seen and len(seen) >= MAX_TOOL_LABELS):
+                tool = "other"  # tool names come from callers: keep the label set bounded
+            seen.add(tool)
+            key = (tool, mode)
+            tally.tool_results[key] = tally.tool_results.get(key, 0) + 1
 
 
 _KNOWN_OPS: list[frozenset[str]] = []
@@ -221,7 +272,3 @@ def _known_ops() -> frozenset[str]:
 
         _KNOWN_OPS.append(frozenset(OPS) | frozenset(FAULT_OPS))
     return _KNOWN_OPS[0]
-
-
-def _strings(value: Any) -> list[str]:
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []

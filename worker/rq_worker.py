@@ -67,7 +67,7 @@ class _MissingJobCounter:
     def record(cls, job_id: str) -> None:
         log.warning("job %s expired in the queue before a worker reached it; not run", job_id)
         if cls.metrics is not None:
-            cls.metrics.jobs_total.labels("unknown", BACKEND, "timeout").inc()
+            cls.metrics.observe("unknown", BACKEND, {"status": "timeout"})
 
 
 class ToolcodecJob(Job):
