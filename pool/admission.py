@@ -1,17 +1,22 @@
-"""A bounded, first-come-first-served hand-off of idle workers to waiting callers.
+"""The worker line: idle workers, and a bounded first-come-first-served line of callers.
 
 A released worker goes straight to the caller that has waited longest, never back into a
 shared queue that any thread may grab first: with ``queue.Queue`` a late arrival can barge
 ahead of an earlier waiter, and under 16 threads some callers starved into timeouts. Waiters
-are woken by a callback, so threads (``threading.Event.set``) and asyncio
-(``loop.call_soon_threadsafe``) share the same queue. A waiter may leave its job with its
-place in line, so that whoever releases a worker can start that job before waking the
-waiter (the worker does not sit idle while a thread wakes up).
+are woken by a callback, so threads and asyncio (``loop.call_soon_threadsafe``) share the same
+line. A waiter may leave its job with its place in line, so that whoever releases a worker
+can start that job before waking the waiter (the worker does not sit idle while a thread
+wakes up).
+
+The line also knows how many workers are away being repaired (killed and re-forked), so it
+can say at any moment how many are idle, busy (held by a caller) or starting, and
+:meth:`WorkerLine.wait_idle` can wait for the callers in flight to finish.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -20,11 +25,11 @@ T = TypeVar("T")
 
 
 class QueueFull(Exception):
-    """Every worker is busy and the waiting line is at its bound."""
+    """Every worker is busy and the line of waiting callers is at its bound."""
 
 
 class Closed(Exception):
-    """The hand-off no longer admits callers."""
+    """The line no longer admits callers."""
 
 
 class Waiter(Generic[T]):
@@ -43,37 +48,34 @@ class Waiter(Generic[T]):
         self.started = False
 
 
-class HandOff(Generic[T]):
-    """Idle items (workers) and a FIFO line of waiters at most ``max_waiting`` long.
+class WorkerLine(Generic[T]):
+    """``size`` workers, the idle ones, and a FIFO line of at most ``max_waiting`` callers.
 
-    ``on_idle(delta)`` and ``on_waiting(delta)`` are called under the lock whenever the
-    number of idle items or of waiters changes, so gauges built on them stay exact.
+    A worker is idle (in the line), busy (taken by a caller) or away (handed to
+    :meth:`away` to be repaired, until :meth:`release` brings it back).
     """
 
-    def __init__(
-        self,
-        max_waiting: int,
-        *,
-        on_idle: Callable[[int], None] | None = None,
-        on_waiting: Callable[[int], None] | None = None,
-    ) -> None:
+    def __init__(self, size: int, max_waiting: int) -> None:
+        self.size = size
         self.max_waiting = max_waiting
         self.closed = False
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # notified only once closed
         self._idle: deque[T] = deque()
         self._waiters: deque[Waiter[T]] = deque()
-        self._on_idle = on_idle or _ignore
-        self._on_waiting = on_waiting or _ignore
+        self._away = size  # every worker starts away: it is released once it runs
 
-    @property
-    def waiting(self) -> int:
-        """How many callers are in line."""
-        return len(self._waiters)
+    def counts(self) -> dict[str, int]:
+        """Workers ``idle``, ``busy`` and ``starting`` (away), and callers ``waiting``."""
+        with self._lock:
+            idle, away = len(self._idle), self._away
+            return {"idle": idle, "busy": self.size - idle - away, "starting": away,
+                    "waiting": len(self._waiters)}
 
     def take_or_wait(
         self, notify: Callable[[], None], job: Any = None
     ) -> tuple[T | None, Waiter[T] | None]:
-        """Take an idle item now, or join the line; ``notify`` runs when one is handed over.
+        """Take an idle worker now, or join the line; ``notify`` runs when one is handed over.
 
         Raises :class:`QueueFull` when the line is at its bound, :class:`Closed` after
         :meth:`close`.
@@ -82,17 +84,15 @@ class HandOff(Generic[T]):
             if self.closed:
                 raise Closed("the pool is closed")
             if self._idle and not self._waiters:
-                self._on_idle(-1)
                 return self._idle.popleft(), None
             if len(self._waiters) >= self.max_waiting:
                 raise QueueFull(f"{len(self._waiters)} callers already waiting")
             waiter: Waiter[T] = Waiter(notify, job)
             self._waiters.append(waiter)
-            self._on_waiting(1)
             return None, waiter
 
     def leave(self, waiter: Waiter[T]) -> T | None:
-        """Stop waiting; returns the item if one was handed over meanwhile.
+        """Stop waiting; returns the worker if one was handed over meanwhile.
 
         Then the caller owns it, but must still wait for ``notify``: the releaser may be
         starting the waiter's job on it.
@@ -101,32 +101,52 @@ class HandOff(Generic[T]):
             if waiter.item is None:
                 try:
                     self._waiters.remove(waiter)
-                    self._on_waiting(-1)
                 except ValueError:
                     pass
+                self._changed_if_closed()
             return waiter.item
 
-    def release(self, item: T) -> Waiter[T] | None:
-        """Hand ``item`` to the longest waiter and return it, or park it idle (None).
+    def release(self, item: T, *, back: bool = False) -> Waiter[T] | None:
+        """Hand a busy worker (or one coming ``back`` from :meth:`away`) to the longest
+        waiter and return that waiter, or park it idle (None).
 
         The caller must then call the waiter's ``notify`` (after starting its job, if it
         does that).
         """
         with self._lock:
+            if back:
+                self._away -= 1
             if not self._waiters:
                 self._idle.append(item)
-                self._on_idle(1)
+                self._changed_if_closed()
                 return None
             waiter = self._waiters.popleft()
-            self._on_waiting(-1)
             waiter.item = item
             return waiter
+
+    def away(self) -> None:
+        """A busy worker leaves to be repaired; :meth:`release` with ``back`` returns it."""
+        with self._lock:
+            self._away += 1
+            self._changed_if_closed()
 
     def close(self) -> None:
         """Admit no new callers; those in line are still served."""
         with self._lock:
             self.closed = True
 
+    def wait_idle(self, timeout: float) -> bool:
+        """After :meth:`close`: wait until no worker is held and nobody waits; False if
+        ``timeout`` seconds pass first."""
+        end = time.monotonic() + timeout
+        with self._lock:
+            while self._waiters or self.size - len(self._idle) - self._away > 0:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            return True
 
-def _ignore(delta: int) -> None:
-    pass
+    def _changed_if_closed(self) -> None:
+        if self.closed:
+            self._changed.notify_all()

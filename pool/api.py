@@ -6,16 +6,35 @@ import asyncio
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
 from codec.errors import BAD_REQUEST
 from pool import door
-from worker.jobs import error_envelope
+from worker.envelope import complete, error_envelope
 from worker.metrics import Metrics
 
 BACKENDS = ("process", "rq")
+
+
+class Backend(Protocol):
+    """What ``Pool`` needs from a backend (``ProcessBackend``, ``RQBackend``).
+
+    ``Pool`` has already checked the op (a string), the payload's size and the budget
+    (``timeout_ms``: None for the backend's default, else a positive finite number of
+    milliseconds, at most one hour) before calling. A backend answers every call with a
+    complete envelope (``worker.envelope.complete``), counts it on its ``Metrics`` (label
+    ``backend``) and never raises. Its constructor raises ``TypeError`` on an option it does
+    not know. ``asubmit`` and ``map`` are optional: without them ``Pool`` runs ``submit``
+    in threads.
+    """
+
+    backend: str  # the value of the metrics' ``backend`` label, and of envelopes' "backend"
+
+    def submit(self, op: str, payload: Any, *, timeout_ms: float | None = None) -> dict: ...
+
+    def close(self, timeout: float = 5.0) -> None: ...
 
 
 class Pool:
@@ -82,9 +101,18 @@ class Pool:
     def map(
         self, op: str, payloads: Iterable[dict], *, timeout_ms: float | None = None
     ) -> list[dict]:
-        """Run one job per payload concurrently; the envelopes keep the payloads' order."""
+        """Run one job per payload concurrently; the envelopes keep the payloads' order.
+
+        Never raises: ``payloads`` that cannot be iterated give one ``bad_request``.
+        """
         start = time.monotonic()
-        items = list(payloads)
+        try:
+            items = list(payloads)
+        except Exception as exc:  # noqa: BLE001 - not an iterable, or one that fails
+            name = op if isinstance(op, str) else ""
+            why = f"payloads must be an iterable of objects: {type(exc).__name__}: {exc}"
+            return [self._answer_now(op, start, error_envelope(
+                name, "error", BAD_REQUEST, why, field="payloads"))]
         out: list[dict | None] = [None] * len(items)
         ms, accepted = 0.0, []
         for i, payload in enumerate(items):
@@ -127,8 +155,7 @@ class Pool:
         return budget * 1000.0, door.refusal(op, payload, self.max_payload_chars)
 
     def _answer_now(self, op: Any, start: float, out: dict) -> dict:
-        envelope = {**out, "op": out["op"], "backend": self.backend,
-                    "elapsed_ms": (time.monotonic() - start) * 1000.0}
+        envelope = complete(out, out["op"], self.backend, start)
         self.metrics.observe(envelope["op"], self.backend, envelope)
         return envelope
 
@@ -166,7 +193,7 @@ def _make_backend(
     queue_size: int | None,
     metrics: Metrics,
     options: dict[str, Any],
-) -> Any:
+) -> Backend:
     if backend == "process":
         from pool.process import DEFAULT_QUEUE_SIZE, ProcessBackend
 

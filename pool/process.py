@@ -1,12 +1,17 @@
 """The process backend: long-lived worker processes over pipes, killed at the deadline.
 
-Each caller runs its own round trip: it takes an idle worker from the FIFO hand-off, writes
-the job to the worker's pipe and waits on that pipe until its absolute deadline. No
+Each caller runs its own round trip: it takes an idle worker from the FIFO worker line,
+writes the job to the worker's pipe and waits on that pipe until its absolute deadline. No
 dispatcher thread sits between caller and worker, which keeps a round trip in the tens of
 microseconds. When the deadline passes the caller answers ``timeout`` at once and leaves the
 worker to the supervisor thread, which SIGKILLs and re-forks it (a few milliseconds) and
 hands it to the next waiter. SIGKILL from another process is the only stop that also works
 while the worker is inside C code.
+
+The round trip is written once, as a generator (:meth:`ProcessBackend._call`) that yields
+what it waits for: a :class:`Waiter` (a worker to be handed over) or a :class:`_Slot` (its
+answer), each with an absolute deadline. ``submit`` drives it with blocking waits,
+``asubmit`` with the event loop's; only the waiting differs.
 """
 
 from __future__ import annotations
@@ -17,16 +22,17 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
 
 from codec.errors import BAD_REQUEST, REJECTED, TIMEOUT, WORKER_LOST
-from pool.admission import Closed, HandOff, QueueFull, Waiter
+from pool.admission import Closed, QueueFull, Waiter, WorkerLine
 from worker.child import WorkerDied, WorkerProcess
-from worker.jobs import error_envelope, warm
+from worker.envelope import complete, error_envelope
+from worker.jobs import warm
 from worker.metrics import Metrics
 
 BACKEND = "process"
@@ -43,40 +49,84 @@ class _Slot:
         self.index = index
 
 
-class _StateGauges:
-    """Exact per-state worker counts and queue depth for this pool, mirrored to metrics.
+# What a round trip waits for, until when (time.monotonic(); None: until it happens).
+_Wait = tuple["Waiter[_Slot] | _Slot", float | None]
+_Trip = Generator[_Wait, bool, dict]
 
-    Several pools may share one registry, so each adds and removes only its own share
-    (``inc``/``dec``), and gives it back on :meth:`retire`.
+
+class _ThreadSignal:
+    """A thread's wake-up for its place in line, reused from call to call.
+
+    A lock held until the releaser notifies: one futex operation each way, where a new
+    ``threading.Event`` per call costs a condition variable and about 2 µs.
     """
 
-    def __init__(self, metrics: Metrics | None) -> None:
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.counts = {"idle": 0, "busy": 0, "starting": 0, "waiting": 0}
-        self._children: dict[str, Any] = {}
-        if metrics is not None:
-            for state in ("idle", "busy", "starting"):
-                self._children[state] = metrics.workers.labels(BACKEND, state)
-            self._children["waiting"] = metrics.queue_depth.labels(BACKEND)
+        self._lock.acquire()
 
-    def move(self, src: str | None, dst: str | None, n: int = 1) -> None:
-        with self._lock:
-            for state, sign in ((src, -n), (dst, n)):
-                if state is None:
-                    continue
-                self.counts[state] += sign
-                child = self._children.get(state)
-                if child is not None:
-                    child.inc(sign)
+    def arm(self) -> Callable[[], None]:
+        return self._lock.release
 
-    def retire(self) -> None:
-        with self._lock:
-            for state, n in self.counts.items():
-                child = self._children.get(state)
-                if child is not None and n:
-                    child.dec(n)
-                self.counts[state] = 0
-            self._children = {}
+    def wait(self, timeout: float | None) -> bool:
+        if timeout is None:
+            return self._lock.acquire()
+        return self._lock.acquire(timeout=max(timeout, 0.0))
+
+    def after(self, then: Callable[[], None]) -> None:
+        """Run ``then`` once the pending notification has arrived."""
+        self._lock.acquire()
+        then()
+
+
+class _LoopSignal:
+    """The event loop's wake-up for one ``asubmit``; a releaser may notify from any thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.arm()
+
+    def arm(self) -> Callable[[], None]:
+        self._woken = self.loop.create_future()
+        self._then: Callable[[], None] | None = None
+        return self.notify
+
+    def notify(self) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self._wake)
+        except RuntimeError:  # the loop has closed: nobody else will run it
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._then is not None:
+            self._then()
+        elif not self._woken.done():
+            self._woken.set_result(True)
+
+    async def wait(self, timeout: float | None) -> bool:
+        try:
+            await asyncio.wait_for(asyncio.shield(self._woken), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    def after(self, then: Callable[[], None]) -> None:
+        if self._woken.done():
+            then()
+        else:
+            self._then = then
+
+
+_local = threading.local()
+
+
+def _thread_signal() -> _ThreadSignal:
+    signal = getattr(_local, "signal", None)
+    if signal is None:
+        signal = _local.signal = _ThreadSignal()
+    return signal
 
 
 class ProcessBackend:
@@ -84,7 +134,8 @@ class ProcessBackend:
 
     ``timeout_ms`` is the default budget of a call, counted from the moment ``submit`` is
     called (waiting for a free worker included). ``queue_size`` bounds how many callers may
-    wait for a worker; beyond it ``submit`` answers ``rejected`` at once.
+    wait for a worker; beyond it ``submit`` answers ``rejected`` at once. Budgets and
+    payloads are checked by ``Pool`` before they get here.
     """
 
     backend = BACKEND
@@ -102,22 +153,15 @@ class ProcessBackend:
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1, got {self.workers}")
-        if timeout_ms <= 0:
+        if not timeout_ms > 0:
             raise ValueError(f"timeout_ms must be positive, got {timeout_ms}")
         if queue_size < 0:
             raise ValueError(f"queue_size must be 0 or more, got {queue_size}")
         self.timeout_ms = float(timeout_ms)
         self.metrics = metrics
-        self._gauges = _StateGauges(metrics)
-        self._handoff: HandOff[_Slot] = HandOff(
-            queue_size,
-            on_idle=lambda d: self._gauges.move("busy", "idle", d),
-            on_waiting=lambda d: self._gauges.move(None, "waiting", d),
-        )
+        self._line: WorkerLine[_Slot] = WorkerLine(self.workers, queue_size)
         self._ids = itertools.count(1)
         self._id_prefix = f"{os.getpid()}-{id(self):x}-"
-        self._active = 0
-        self._active_cv = threading.Condition()
         self._stopping = False
         self._executor: ThreadPoolExecutor | None = None
         self._revive_queue: queue.SimpleQueue[tuple[_Slot | None, str]] = queue.SimpleQueue()
@@ -128,10 +172,9 @@ class ProcessBackend:
             for i in range(self.workers)
         ]
         for slot in self._slots:
-            self._gauges.move(None, "starting")
             slot.proc.start()
-            self._gauges.move("starting", "busy")
-            self._release(slot)
+            self._release(slot, back=True)
+        self._untrack = metrics.track(BACKEND, self._line.counts) if metrics else None
         self._supervisor = threading.Thread(
             target=self._supervise, name="toolcodec-pool-supervisor", daemon=True
         )
@@ -141,14 +184,46 @@ class ProcessBackend:
 
     def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict:
         """Run one job; returns the envelope within the budget (plus a small grace)."""
-        start = time.monotonic()
-        budget = self._budget(timeout_ms)
-        with self._active_cv:
-            self._active += 1
+        signal = _thread_signal()
+        trip = self._call(op, payload, self._budget(timeout_ms), signal)
+        ready = False
         try:
-            return self._finish(op, start, self._run(op, payload, start, budget))
-        finally:
-            self._done()
+            target, deadline = next(trip)
+            while True:
+                timeout = None if deadline is None else deadline - time.monotonic()
+                try:
+                    if isinstance(target, Waiter):
+                        ready = signal.wait(timeout)
+                    else:
+                        ready = target.proc.poll(timeout)
+                except BaseException as exc:  # interrupted: the trip cleans up and re-raises
+                    _local.signal = None
+                    trip.throw(exc)
+                    raise
+                target, deadline = trip.send(ready)
+        except StopIteration as stop:
+            return stop.value
+
+    async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict:
+        """Like :meth:`submit`, without blocking the event loop (no thread per call)."""
+        signal = _LoopSignal(asyncio.get_running_loop())
+        trip = self._call(op, payload, self._budget(timeout_ms), signal)
+        ready = False
+        try:
+            target, deadline = next(trip)
+            while True:
+                timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                try:
+                    if isinstance(target, Waiter):
+                        ready = await signal.wait(timeout)
+                    else:
+                        ready = await _readable(target.proc, timeout)
+                except BaseException as exc:  # cancelled: the trip cleans up and re-raises
+                    trip.throw(exc)
+                    raise
+                target, deadline = trip.send(ready)
+        except StopIteration as stop:
+            return stop.value
 
     def map(
         self, op: str, payloads: Iterable[dict], *, timeout_ms: float | None = None
@@ -168,123 +243,73 @@ class ProcessBackend:
         ]
         return [f.result() for f in futures]
 
-    async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict:
-        """Like :meth:`submit`, without blocking the event loop (no thread per call)."""
-        start = time.monotonic()
-        budget = self._budget(timeout_ms)
-        with self._active_cv:
-            self._active += 1
-        try:
-            return self._finish(op, start, await self._arun(op, payload, start, budget))
-        finally:
-            self._done()
+    def counts(self) -> dict[str, int]:
+        """Workers ``idle``, ``busy`` (held by a caller), ``starting``; callers ``waiting``."""
+        return self._line.counts()
+
+    def live_workers(self) -> int:
+        """Workers running or ready to run a job (not being re-forked)."""
+        counts = self._line.counts()
+        return counts["idle"] + counts["busy"]
 
     # -- the round trip ----------------------------------------------------------------
 
-    def _run(self, op: str, payload: dict, start: float, budget: float) -> dict:
-        deadline = start + budget
+    def _call(self, op: str, payload: dict, budget: float, signal: Any) -> _Trip:
+        """One call, from encoding the job to the completed envelope."""
+        start = time.monotonic()
         data = self._encode(op, payload, budget)
-        if isinstance(data, dict):
-            return data
+        if isinstance(data, dict):  # not JSON data: answered without a worker
+            out = data
+        else:
+            out = yield from self._round_trip(op, data, start + budget, budget, signal)
+        envelope = complete(out, op, BACKEND, start)
+        if self.metrics is not None:
+            self.metrics.observe(op, BACKEND, envelope)
+        return envelope
+
+    def _round_trip(
+        self, op: str, data: bytes, deadline: float, budget: float, signal: Any
+    ) -> _Trip:
         while True:
             try:
-                slot, started = self._acquire(data, deadline)
+                slot, waiter = self._line.take_or_wait(signal.arm(), (data, deadline))
             except (QueueFull, Closed) as exc:
                 return self._rejected(op, exc)
-            running = self._start_on(slot, started, data, deadline)
-            if running is None:
+            started = False
+            if waiter is not None:
+                slot, started = yield from self._handed_over(waiter, deadline, signal)
+            if slot is None:
                 return self._timeout(op, budget, "no worker became free")
-            if running:
+            if started:
                 break
-        if not slot.proc.poll(deadline - time.monotonic()):
-            self._revive(slot, "timeout")
-            return self._timeout(op, budget, f"worker {slot.proc.pid} is being replaced")
-        return self._collect(op, slot)
-
-    def _start_on(
-        self, slot: _Slot | None, started: bool, data: bytes, deadline: float
-    ) -> bool | None:
-        """After an acquire: True when the job runs on ``slot``, False to try another worker
-        (the one handed over had died while idle), None when the deadline passed first."""
-        if slot is None:
-            return None
-        if started:
-            return True
-        return self._deliver(slot, data, deadline)
-
-    def _acquire(self, data: bytes, deadline: float) -> tuple[_Slot | None, bool]:
-        """A worker for this caller, and whether the releaser already started the job on it."""
-        event = threading.Event()
-        slot, waiter = self._handoff.take_or_wait(event.set, (data, deadline))
-        if waiter is None:
-            return slot, False
-        if not event.wait(max(deadline - time.monotonic(), 0.0)):
-            if self._handoff.leave(waiter) is None:
-                return None, False
-            event.wait()  # handed over at the last instant: the releaser is finishing
-        return waiter.item, waiter.started
-
-    async def _arun(self, op: str, payload: dict, start: float, budget: float) -> dict:
-        deadline = start + budget
-        data = self._encode(op, payload, budget)
-        if isinstance(data, dict):
-            return data
-        while True:
-            try:
-                slot, started = await self._aacquire(data, deadline)
-            except (QueueFull, Closed) as exc:
-                return self._rejected(op, exc)
-            running = self._start_on(slot, started, data, deadline)
-            if running is None:
+            sent = self._deliver(slot, data, deadline)
+            if sent is None:
                 return self._timeout(op, budget, "no worker became free")
-            if running:
-                break
+            if sent:
+                break  # else the worker had died while idle: the job never left, try again
         try:
-            ready = await _readable(slot.proc.fileno(), deadline - time.monotonic())
-        except BaseException:  # cancelled mid-job: nobody will read the answer
+            answered = yield slot, deadline
+        except BaseException:  # the caller went away mid-job: nobody will read the answer
             self._revive(slot, "timeout")
             raise
-        if not ready:
+        if not answered:
             self._revive(slot, "timeout")
             return self._timeout(op, budget, f"worker {slot.proc.pid} is being replaced")
         return self._collect(op, slot)
 
-    async def _aacquire(self, data: bytes, deadline: float) -> tuple[_Slot | None, bool]:
-        loop = asyncio.get_running_loop()
-        handed = loop.create_future()
-        state = {"woken": False, "abandoned": False}
-
-        def wake() -> None:  # runs in the loop, after the releaser has finished
-            state["woken"] = True
-            if state["abandoned"]:
-                self._settle(waiter)
-            elif not handed.done():
-                handed.set_result(None)
-
-        slot, waiter = self._handoff.take_or_wait(
-            lambda: loop.call_soon_threadsafe(wake), (data, deadline)
-        )
-        if waiter is None:
-            return slot, False
-
-        def abandon() -> None:  # cancelled while holding a worker: give it back
-            state["abandoned"] = True
-            if state["woken"]:
-                self._settle(waiter)  # else wake() does it once the releaser is done
-
+    def _handed_over(
+        self, waiter: Waiter[_Slot], deadline: float, signal: Any
+    ) -> Generator[_Wait, bool, tuple[_Slot | None, bool]]:
+        """Wait in line: the worker handed over (None at the deadline) and whether the
+        releaser already started the job on it."""
         try:
-            await asyncio.wait_for(asyncio.shield(handed), max(deadline - time.monotonic(), 0))
-        except TimeoutError:
-            if self._handoff.leave(waiter) is None:
-                return None, False
-            try:
-                await asyncio.shield(handed)  # handed over at the last instant
-            except BaseException:
-                abandon()
-                raise
-        except BaseException:
-            if self._handoff.leave(waiter) is not None:
-                abandon()
+            if not (yield waiter, deadline):
+                if self._line.leave(waiter) is None:
+                    return None, False
+                yield waiter, None  # handed over at the last instant: the releaser is finishing
+        except BaseException:  # the caller went away: give back what it was handed
+            if self._line.leave(waiter) is not None:
+                signal.after(lambda: self._settle(waiter))
             raise
         return waiter.item, waiter.started
 
@@ -297,9 +322,9 @@ class ProcessBackend:
         else:
             self._release(waiter.item)
 
-    def _release(self, slot: _Slot) -> None:
+    def _release(self, slot: _Slot, *, back: bool = False) -> None:
         """Give a worker to the longest waiter, starting that waiter's job on it, or park it."""
-        waiter = self._handoff.release(slot)
+        waiter = self._line.release(slot, back=back)
         if waiter is None:
             return
         data, deadline = waiter.job
@@ -346,27 +371,7 @@ class ProcessBackend:
             return error_envelope(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
 
     def _budget(self, timeout_ms: float | None) -> float:
-        ms = self.timeout_ms if timeout_ms is None else float(timeout_ms)
-        return max(ms, 0.0) / 1000.0
-
-    def _finish(self, op: str, start: float, out: dict) -> dict:
-        envelope = {
-            "status": out.get("status"),
-            "op": op,
-            "backend": BACKEND,
-            "result": out.get("result"),
-            "error": out.get("error"),
-            "elapsed_ms": (time.monotonic() - start) * 1000.0,
-        }
-        if self.metrics is not None:
-            self.metrics.observe(op, BACKEND, envelope)
-        return envelope
-
-    def _done(self) -> None:
-        with self._active_cv:
-            self._active -= 1
-            if not self._active:
-                self._active_cv.notify_all()
+        return (self.timeout_ms if timeout_ms is None else float(timeout_ms)) / 1000.0
 
     @staticmethod
     def _timeout(op: str, budget: float, why: str) -> dict:
@@ -381,7 +386,7 @@ class ProcessBackend:
 
     def _revive(self, slot: _Slot, reason: str) -> None:
         """Hand a worker that timed out or died to the supervisor (off the caller's path)."""
-        self._gauges.move("busy", "starting")
+        self._line.away()
         self._revive_queue.put((slot, reason))
 
     def _supervise(self) -> None:
@@ -391,12 +396,10 @@ class ProcessBackend:
                 return
             if self._stopping:
                 slot.proc.kill()
-                self._gauges.move("starting", None)
                 continue
             if not (reason == "timeout" and _answered_late(slot.proc)):
                 self._respawn(slot, reason)
-            self._gauges.move("starting", "busy")
-            self._release(slot)
+            self._release(slot, back=True)
 
     def _respawn(self, slot: _Slot, reason: str) -> None:
         while True:
@@ -416,11 +419,9 @@ class ProcessBackend:
         """Admit no new calls, let in-flight ones finish for up to ``timeout`` s, stop workers."""
         if self._stopping:
             return
-        self._handoff.close()
         end = time.monotonic() + timeout
-        with self._active_cv:
-            while self._active and (left := end - time.monotonic()) > 0:
-                self._active_cv.wait(left)
+        self._line.close()
+        self._line.wait_idle(timeout)
         self._stopping = True
         self._revive_queue.put((None, ""))
         self._supervisor.join(max(end - time.monotonic(), 1.0))
@@ -428,12 +429,8 @@ class ProcessBackend:
             slot.proc.kill()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
-        self._gauges.retire()
-
-    def live_workers(self) -> int:
-        """Workers running or ready to run a job (not being re-forked)."""
-        counts = self._gauges.counts
-        return counts["idle"] + counts["busy"]
+        if self._untrack is not None:
+            self._untrack()
 
     @property
     def pids(self) -> list[int | None]:
@@ -454,8 +451,13 @@ def _answered_late(proc: WorkerProcess) -> bool:
     return False
 
 
-async def _readable(fd: int, timeout: float) -> bool:
-    """Wait until ``fd`` is readable or ``timeout`` seconds pass, inside the event loop."""
+async def _readable(proc: WorkerProcess, timeout: float | None) -> bool:
+    """Wait until the worker's answer (or its death) can be read, or ``timeout`` seconds
+    pass, inside the event loop."""
+    try:
+        fd = proc.fileno()
+    except WorkerDied:
+        return True  # recv() reports it
     loop = asyncio.get_running_loop()
     ready = loop.create_future()
 
@@ -465,7 +467,7 @@ async def _readable(fd: int, timeout: float) -> bool:
 
     loop.add_reader(fd, on_ready)
     try:
-        return await asyncio.wait_for(ready, max(timeout, 0.0))
+        return await asyncio.wait_for(ready, timeout)
     except TimeoutError:
         return False
     finally:

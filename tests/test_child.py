@@ -6,6 +6,7 @@ import os
 import selectors
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,19 @@ def unserialisable_handler(job: dict) -> dict:
     return {"status": "ok", "op": job["op"], "result": {"bad": object()}, "error": None}
 
 
+def rendezvous_handler(job: dict) -> dict:
+    """Marks its arrival in ``dir`` and waits (up to 30 s) for its partner ``other`` to
+    arrive: ``met`` proves both jobs ran at the same time, without timing anything."""
+    where = Path(job["payload"]["dir"])
+    (where / job["payload"]["me"]).touch()
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        if (where / job["payload"]["other"]).exists():
+            return {"status": "ok", "op": job["op"], "result": {"met": True}, "error": None}
+        time.sleep(0.001)
+    return {"status": "ok", "op": job["op"], "result": {"met": False}, "error": None}
+
+
 def make_job(op: str, payload: dict, *, job_id: str = "j-1", budget: float = 10.0) -> dict:
     return {"id": job_id, "op": op, "payload": payload, "deadline": time.time() + budget}
 
@@ -45,7 +59,7 @@ def worker(faults: None):
     w.kill()
 
 
-def roundtrip(w: WorkerProcess, job: dict, timeout: float = 5.0) -> dict:
+def roundtrip(w: WorkerProcess, job: dict, timeout: float = 20.0) -> dict:
     w.send(job)
     assert w.poll(timeout), "no answer in time"
     return w.recv()
@@ -63,8 +77,8 @@ def test_poll_is_false_while_the_job_runs(worker: WorkerProcess) -> None:
     worker.send(make_job("_sleep", {"seconds": 0.2}))
     start = time.monotonic()
     assert not worker.poll(0.05)
-    assert 0.04 < time.monotonic() - start < 0.15
-    assert worker.poll(2) and worker.recv()["status"] == "ok"
+    assert time.monotonic() - start >= 0.045  # it waited (poll rounds up to whole ms)
+    assert worker.poll(10) and worker.recv()["status"] == "ok"
 
 
 def test_crash_raises_worker_died_then_restart_recovers(worker: WorkerProcess) -> None:
@@ -74,9 +88,7 @@ def test_crash_raises_worker_died_then_restart_recovers(worker: WorkerProcess) -
     with pytest.raises(WorkerDied, match="signal 9"):
         worker.recv()
     assert not worker.alive
-    start = time.monotonic()
     worker.restart()
-    assert time.monotonic() - start < 0.5
     assert worker.alive and worker.pid != old
     assert roundtrip(worker, make_job("_sleep", {"seconds": 0}))["status"] == "ok"
 
@@ -101,10 +113,10 @@ def test_kill_is_idempotent_and_send_after_kill_raises(worker: WorkerProcess) ->
 
 
 def test_job_past_its_deadline_is_answered_without_running(worker: WorkerProcess) -> None:
-    start = time.monotonic()
-    env = roundtrip(worker, make_job("_sleep", {"seconds": 5}, budget=-0.01))
-    assert time.monotonic() - start < 1.0
+    # had the 600 s sleep run, roundtrip's poll would have given up first
+    env = roundtrip(worker, make_job("_sleep", {"seconds": 600}, budget=-0.01), timeout=20)
     assert env["status"] == "timeout" and env["error"]["code"] == "timeout"
+    assert "not run" in env["error"]["message"]
 
 
 def test_handler_exception_is_internal_error_with_job_id_and_worker_survives() -> None:
@@ -155,7 +167,7 @@ def test_a_child_holds_no_other_workers_pipe(faults: None) -> None:
     second.start()  # forked while `first` exists: must not keep first's pipe open
     try:
         first._live_conn().close()  # the parent lets go: the child must see EOF and exit
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 20
         while first.alive and time.monotonic() < deadline:
             time.sleep(0.01)
         assert not first.alive

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 import codec
 from codec.errors import ALL_CODES
+from codec.toolcodec import codec_for
 from worker import jobs
 from worker.faults import FAULT_OPS
-from codec.toolcodec import codec_for
 from worker.jobs import FAULT_ENV, run_job
 
 TOOLS = [

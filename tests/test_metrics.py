@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 import threading
 
+import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
 from worker import metrics as names
