@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -11,8 +12,11 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry
 
 from codec.errors import BAD_REQUEST
+from codec.limits import Limits
 from pool import door
 from worker.envelope import complete, error_envelope
+from worker.limits import ENV as LIMIT_ENV
+from worker.limits import operator_limits
 from worker.metrics import Metrics
 
 BACKENDS = ("process", "rq")
@@ -51,7 +55,11 @@ class Pool:
     :param max_payload_chars: a payload with more characters than this (strings and
         container items, counted without encoding) is answered ``payload_too_large`` at
         once, before it is encoded or enqueued; by default the operator's ``max_chars``
-        ceiling (``TOOLCODEC_MAX_CHARS``) plus room for tools and options.
+        ceiling plus room for tools and options.
+    :param limits: process backend: the operator's ceilings for the workers, a
+        ``codec.Limits`` or a dict with ``max_chars`` and/or ``max_depth`` (fields not given
+        come from ``TOOLCODEC_MAX_CHARS`` / ``TOOLCODEC_MAX_DEPTH``, else the codec's
+        defaults). A payload's ``options.limits`` may only lower them.
     :param backend_options: passed to the backend, e.g. ``redis_url=`` and ``queue=`` for
         RQ, ``handler=`` or ``start_method=`` for processes.
 
@@ -70,6 +78,7 @@ class Pool:
         metrics: Metrics | None = None,
         registry: CollectorRegistry | None = None,
         max_payload_chars: int | None = None,
+        limits: Limits | dict[str, int] | None = None,
         **backend_options: Any,
     ) -> None:
         if backend not in BACKENDS:
@@ -79,8 +88,11 @@ class Pool:
             raise ValueError(why)
         self.backend = backend
         self.timeout_ms = budget * 1000.0
-        self.max_payload_chars = (door.default_max_payload_chars() if max_payload_chars is None
-                                  else int(max_payload_chars))
+        ceiling = _ceiling(backend, limits)
+        if ceiling is not None:
+            backend_options["limits"] = ceiling
+        self.max_payload_chars = (door.default_max_payload_chars(ceiling)
+                                  if max_payload_chars is None else int(max_payload_chars))
         self.metrics = metrics if metrics is not None else Metrics(registry)
         self._impl = _make_backend(
             backend, workers, self.timeout_ms, queue_size, self.metrics, backend_options
@@ -184,6 +196,25 @@ class Pool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _ceiling(backend: str, limits: Limits | dict[str, int] | None) -> Limits | None:
+    """The operator's ceilings given to ``Pool``: each field given replaces the workers'
+    environment's (``TOOLCODEC_MAX_CHARS``, ``TOOLCODEC_MAX_DEPTH``)."""
+    if limits is None:
+        return None
+    if backend != "process":
+        raise ValueError("limits of Redis workers are set where they run: "
+                         "toolcodec worker --max-chars/--max-depth")
+    fields = ({name: getattr(limits, name) for name in LIMIT_ENV}
+              if isinstance(limits, Limits) else limits)
+    if not isinstance(fields, dict) or set(fields) - set(LIMIT_ENV) or any(
+            isinstance(v, bool) or not isinstance(v, int) for v in fields.values()):
+        raise ValueError(f"limits must be a codec.Limits or a dict of positive integers "
+                         f"with keys from {sorted(LIMIT_ENV)}, got {limits!r:.80}")
+    env = {name: os.environ[name] for name in LIMIT_ENV.values() if name in os.environ}
+    env.update({LIMIT_ENV[field]: str(value) for field, value in fields.items()})
+    return operator_limits(env)  # LimitsError (a ValueError) names a bad value
 
 
 def _make_backend(

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from codec.errors import BAD_REQUEST, PAYLOAD_TOO_LARGE
+from codec.limits import Limits
 from worker.envelope import error_envelope
 from worker.limits import operator_limits
 
@@ -22,9 +23,10 @@ MAX_TIMEOUT_MS = 3_600_000.0
 PAYLOAD_SLACK_CHARS = 1_000_000
 
 
-def default_max_payload_chars() -> int:
-    """The operator's ``max_chars`` ceiling plus room for tools and options."""
-    return operator_limits().max_chars + PAYLOAD_SLACK_CHARS
+def default_max_payload_chars(ceiling: Limits | None = None) -> int:
+    """The operator's ``max_chars`` ceiling (``ceiling``, else the environment's) plus room
+    for tools and options."""
+    return (ceiling or operator_limits()).max_chars + PAYLOAD_SLACK_CHARS
 
 
 def check_budget(timeout_ms: Any, default_ms: float) -> tuple[float | None, str | None]:

@@ -29,10 +29,12 @@ from typing import Any
 import orjson
 
 from codec.errors import BAD_REQUEST, REJECTED, TIMEOUT, WORKER_LOST
+from codec.limits import Limits
 from pool.admission import Closed, QueueFull, Waiter, WorkerLine
 from worker.child import WorkerDied, WorkerProcess
 from worker.envelope import complete, error_envelope
 from worker.jobs import warm
+from worker.limits import ENV as LIMIT_ENV
 from worker.metrics import Metrics
 
 BACKEND = "process"
@@ -134,7 +136,8 @@ class ProcessBackend:
 
     ``timeout_ms`` is the default budget of a call, counted from the moment ``submit`` is
     called (waiting for a free worker included). ``queue_size`` bounds how many callers may
-    wait for a worker; beyond it ``submit`` answers ``rejected`` at once. Budgets and
+    wait for a worker; beyond it ``submit`` answers ``rejected`` at once. ``limits`` are
+    the operator's ceilings for the workers (by default their environment's). Budgets and
     payloads are checked by ``Pool`` before they get here.
     """
 
@@ -149,6 +152,7 @@ class ProcessBackend:
         metrics: Metrics | None = None,
         handler: str = "worker.jobs:run_job",
         start_method: str = "fork",
+        limits: Limits | None = None,
     ) -> None:
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
         if self.workers < 1:
@@ -167,8 +171,10 @@ class ProcessBackend:
         self._revive_queue: queue.SimpleQueue[tuple[_Slot | None, str]] = queue.SimpleQueue()
         if handler == "worker.jobs:run_job" and start_method == "fork":
             warm()
+        env = {} if limits is None else {
+            LIMIT_ENV[name]: str(getattr(limits, name)) for name in LIMIT_ENV}
         self._slots = [
-            _Slot(WorkerProcess(handler=handler, start_method=start_method), i)
+            _Slot(WorkerProcess(handler=handler, start_method=start_method, env=env), i)
             for i in range(self.workers)
         ]
         for slot in self._slots:

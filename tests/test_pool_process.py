@@ -475,3 +475,33 @@ def test_the_worker_line_counts_every_state() -> None:
     assert line.wait_idle(0)  # nothing held, nobody waiting
     line.release(taken, back=True)
     assert line.counts()["idle"] == 2
+
+
+def test_the_operators_limits_given_to_the_pool_bind_every_job(
+    registry: CollectorRegistry,
+) -> None:
+    deep = "[" * 10 + "]" * 10
+    with Pool(workers=1, timeout_ms=LONG_MS, registry=registry,
+              limits={"max_depth": 4, "max_chars": 500}) as p:
+        for options in ({}, {"limits": {"max_depth": 10**9, "max_chars": 10**12}}):
+            out = p.submit("repair", {"text": deep, "options": options})
+            assert out["result"]["errors"][0]["code"] == "nesting_too_deep", options
+            out = p.submit("decode", {"text": "x" * 600, "options": options})
+            assert out["result"]["errors"][0]["code"] == "payload_too_large", options
+        lowered = p.submit("repair", {"text": "[[1]]", "options": {"limits": {"max_depth": 1}}})
+        assert lowered["result"]["errors"][0]["code"] == "nesting_too_deep"
+        assert p.submit("repair", {"text": "[[[1]]]"})["result"]["ok"]
+        assert p.max_payload_chars == 500 + 1_000_000  # the door follows the ceiling
+
+
+@pytest.mark.parametrize("limits", [{"max_chars": 0}, {"max_depth": 10**6}, {"depth": 3},
+                                    {"max_chars": True}, {"max_chars": "9"}, [4]], ids=repr)
+def test_bad_pool_limits_are_refused_at_construction(registry: CollectorRegistry,
+                                                     limits) -> None:
+    with pytest.raises(ValueError):
+        Pool(workers=1, registry=registry, limits=limits)
+
+
+def test_rq_limits_belong_to_the_rq_workers(registry: CollectorRegistry) -> None:
+    with pytest.raises(ValueError, match="--max-chars"):
+        Pool("rq", registry=registry, limits={"max_chars": 10}, redis_url="redis://localhost:1")

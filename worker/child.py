@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import math
 import multiprocessing
+import os
 import select
 import signal
 import socket
@@ -61,12 +62,15 @@ class WorkerProcess:
 
     ``handler`` names the function run for each job. With ``start_method="fork"`` (the
     default, ~10 ms to start) it is imported in the parent and the child inherits it; with
-    ``"spawn"`` or ``"forkserver"`` the child imports it.
+    ``"spawn"`` or ``"forkserver"`` the child imports it. ``env`` is added to the child's
+    environment before its first job (the pool passes the operator's limits this way).
     """
 
-    def __init__(self, *, handler: str = "worker.jobs:run_job", start_method: str = "fork") -> None:
+    def __init__(self, *, handler: str = "worker.jobs:run_job", start_method: str = "fork",
+                 env: dict[str, str] | None = None) -> None:
         self.handler = handler
         self.start_method = start_method
+        self.env = dict(env or {})  # set in the child's environment before it serves
         self.pid: int | None = None
         self._ctx = multiprocessing.get_context(start_method)
         self._process: Any = None
@@ -85,7 +89,8 @@ class WorkerProcess:
             # A spawned child inherits no descriptors; a forked one closes its copies.
             stray = [*_PARENT_ENDS, parent] if self.start_method == "fork" else []
             process = self._ctx.Process(
-                target=_serve, args=(child, target, stray), daemon=True, name="toolcodec-worker"
+                target=_serve, args=(child, target, stray, self.env), daemon=True,
+                name="toolcodec-worker",
             )
             process.start()
             child.close()
@@ -175,10 +180,12 @@ class WorkerProcess:
         return f"WorkerProcess(pid={self.pid}, alive={self.alive}, handler={self.handler!r})"
 
 
-def _serve(conn: socket.socket, target: Handler | str, stray: list[socket.socket]) -> None:
+def _serve(conn: socket.socket, target: Handler | str, stray: list[socket.socket],
+           env: dict[str, str]) -> None:
     """The child's loop: read a job, run it, answer; exit on EOF."""
     for other in stray:
         other.close()  # via the object, so that it never closes a reused descriptor later
+    os.environ.update(env)
     # Ctrl-C is the parent's business; it stops children by closing the pipe or killing.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     handler = resolve_handler(target) if isinstance(target, str) else target

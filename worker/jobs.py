@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from functools import cache
+from functools import lru_cache
 from typing import Any
 
 import codec
@@ -21,6 +21,7 @@ from codec.toolcodec import ToolCallCodec, codec_for
 from codec.tools import InvalidToolsError
 from worker import faults
 from worker.envelope import BadRequest, envelope, error_envelope, internal_error
+from worker.limits import ENV as LIMIT_ENV
 from worker.limits import LimitsError, job_limits, operator_limits
 
 FAULT_ENV = "TOOLCODEC_FAULT_INJECTION"
@@ -201,16 +202,24 @@ def _codec(payload: dict, *, tools_required: bool) -> ToolCallCodec:
         raise BadRequest(f"tools rejected: {exc}", "payload.tools") from exc
 
 
-@cache
 def _ceiling() -> Limits:
-    """The operator's limits, read from the worker's environment on first use."""
-    return operator_limits()
+    """The operator's limits, from the worker's environment (``TOOLCODEC_MAX_CHARS``,
+    ``TOOLCODEC_MAX_DEPTH``) as it is now."""
+    return _ceiling_of(os.environ.get(LIMIT_ENV["max_chars"]),
+                       os.environ.get(LIMIT_ENV["max_depth"]))
+
+
+@lru_cache(maxsize=8)
+def _ceiling_of(max_chars: str | None, max_depth: str | None) -> Limits:
+    values = ((LIMIT_ENV["max_chars"], max_chars), (LIMIT_ENV["max_depth"], max_depth))
+    return operator_limits({name: value for name, value in values if value is not None})
 
 
 def _limits(requested: Any) -> Limits:
     """The job's limits: what it asked for, never above the operator's ceiling."""
+    ceiling = _ceiling()  # a bad environment is the operator's error: internal_error
     try:
-        return job_limits(requested, _ceiling())
+        return job_limits(requested, ceiling)
     except LimitsError as exc:
         raise BadRequest(str(exc), "payload.options.limits") from exc
 
