@@ -31,6 +31,7 @@ import orjson
 from codec.errors import BAD_REQUEST, REJECTED, TIMEOUT, WORKER_LOST
 from codec.limits import Limits
 from pool.admission import Closed, QueueFull, Waiter, WorkerLine
+from pool.door import MAX_TIMEOUT_MS
 from worker.child import WorkerDied, WorkerProcess
 from worker.envelope import complete, error_envelope
 from worker.jobs import warm
@@ -98,8 +99,9 @@ class _LoopSignal:
     def notify(self) -> None:
         try:
             self.loop.call_soon_threadsafe(self._wake)
-        except RuntimeError:  # the loop has closed: nobody else will run it
-            self._wake()
+        except RuntimeError:  # the loop has closed: only a pending settle still matters
+            if self._then is not None:
+                self._then()
 
     def _wake(self) -> None:
         if self._then is not None:
@@ -377,7 +379,8 @@ class ProcessBackend:
             return error_envelope(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
 
     def _budget(self, timeout_ms: float | None) -> float:
-        return (self.timeout_ms if timeout_ms is None else float(timeout_ms)) / 1000.0
+        ms = self.timeout_ms if timeout_ms is None else float(timeout_ms)
+        return min(ms, MAX_TIMEOUT_MS) / 1000.0  # Pool has checked it; waits need a bound
 
     @staticmethod
     def _timeout(op: str, budget: float, why: str) -> dict:
