@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import regex  # partial matching: an opener cut at the end of a chunk
 
-from codec.envelopes import Block
+from codec.envelopes import FORMAT_OF_TAG, Block
 from codec.errors import PAYLOAD_TOO_LARGE, CodecError
 from codec.normalize import replace_surrogates, replace_surrogates_in
 from codec.textjson import call_pairs
@@ -55,7 +55,6 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
 _STRING_STOP = re.compile(r'["\\]')
 _BRACKETS = re.compile(r"[{}\[\]]")
-_FMT = {"think": "think", "tool_call": "tool_call", "tool": "tool_element"}
 
 
 def compile_openers(tool_names: list[str]) -> Any:
@@ -198,7 +197,7 @@ class Engine:
         if kind == "json" or kind == "fence":
             return self._candidate(m, final)
         fixed = m.group("fixed") if kind == "fixed" else None
-        fmt = _FMT[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
+        fmt = FORMAT_OF_TAG[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
         if fmt not in ("think", "function") and not self._body_follows(m.end(), final):
             if self._body_undecided(m.end(), final):
                 self._free_text(self.pos, start, final, at_end=False)

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 _FIXED = r"<(?P<fixed>think|tool_call|tool)\s*>|<(?P<function>function=)|(?P<orphan></think\s*>)"
 _CLOSERS = {"think": "</think>", "tool_call": "</tool_call>", "tool": "</tool>"}
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|</?tool_call>')
-_FMT = {"think": "think", "tool_call": "tool_call", "tool": "tool_element"}
+# The fixed opener tags and the block format each starts (shared with ``codec.engine``).
+FORMAT_OF_TAG = {"think": "think", "tool_call": "tool_call", "tool": "tool_element"}
 # What an unclosed envelope's body must start with to be a cut-off call: a parameter tag or
 # JSON, or nothing at all (the output stopped right after the opener).
 _BODY_NEXT = re.compile(r"\s*(?:[<{\[]|\Z)")
@@ -99,7 +100,8 @@ def _block_at(text: str, m: re.Match[str], openers: re.Pattern[str]) -> Block | 
     if fixed == "tool_call":
         block = _tool_call_block(text, m.start(), m.end())
     elif fixed:
-        block = _closed_block(text, _FMT[fixed], m.start(), m.end(), _CLOSERS[fixed], len(text))
+        block = _closed_block(text, FORMAT_OF_TAG[fixed], m.start(), m.end(), _CLOSERS[fixed],
+                              len(text))
     elif m.group("function"):
         return _closed_block(text, "function", m.start(), m.start(), "</function>", len(text))
     else:

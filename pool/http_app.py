@@ -26,8 +26,9 @@ from starlette.routing import Route
 
 from codec.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
 from pool.http_metrics import HttpMetrics
+from worker.envelope import error_envelope
 from worker.faults import FAULT_OPS
-from worker.jobs import FAULT_ENV, OPS, error_envelope
+from worker.jobs import FAULT_ENV, OPS
 
 MAX_BATCH = 256  # jobs in one /v1/batch request
 _STATUS = {"ok": 200, "timeout": 504, "rejected": 429, "worker_lost": 503}

@@ -30,15 +30,13 @@ import httpx
 import orjson
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
+from codec.errors import ALL_CODES
 from codec.tools import InvalidToolsError
 
 REPORT_HEADER = "x-toolcodec-report"
 REPAIRS_HEADER = "x-toolcodec-repairs"
 _HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding",
                 "accept-encoding", "te", "upgrade", "proxy-authorization"}
-_ERROR_CODES = ("invalid_json", "invalid_xml", "arithmetic_expression", "unknown_tool",
-                "schema_violation", "payload_too_large", "nesting_too_deep", "bad_request",
-                "timeout", "worker_lost", "rejected", "internal_error", "backend_unavailable")
 
 
 @dataclass(slots=True)
@@ -76,7 +74,7 @@ class ProxyMetrics:
         self.requests.labels(str(stream).lower(), outcome).inc()
         for error in (result or {}).get("errors") or []:
             code = error.get("code")
-            self.model_errors.labels(code if code in _ERROR_CODES else "other").inc()
+            self.model_errors.labels(code if code in ALL_CODES else "other").inc()
 
 
 def call_id(response_id: str, index: int) -> str:

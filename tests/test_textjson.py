@@ -1,25 +1,34 @@
-"""The strict JSON-in-text scanner (``codec.textjson``)."""
+"""JSON calls in prose: the call shapes (``codec.textjson``) and how the engine finds them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
-from codec.limits import DEFAULT_LIMITS
-from codec.textjson import MAX_CANDIDATES, call_pairs, find_json_calls
+from codec.engine import MAX_CANDIDATES
+from codec.textjson import call_pairs
 from codec.toolcodec import ToolCallCodec
 from tests.test_decode import TOOLS, calls
 
 
-def known_names(*names):
-    def check(pairs):
-        ok = all(n in names for n, _ in pairs)
-        return ok, [n for n, _ in pairs] if ok else []
-    return check
+@dataclass
+class Hit:
+    start: int
+    end: int
+    calls: list[str]
 
 
 def scan(text, *names):
-    return find_json_calls(text, [(0, len(text))], check=known_names(*names),
-                           limits=DEFAULT_LIMITS)
+    """The JSON calls ``decode`` takes from *text* with tools *names*, one hit per span."""
+    codec = ToolCallCodec([{"name": n, "parameters": {"type": "object"}} for n in names])
+    hits: list[Hit] = []
+    for call in codec.decode(text).calls:
+        if hits and (hits[-1].start, hits[-1].end) == call.span:
+            hits[-1].calls.append(call.name)
+        else:
+            hits.append(Hit(*call.span, [call.name]))
+    return hits
 
 
 @pytest.mark.parametrize("value, pairs", [
@@ -80,11 +89,9 @@ def test_unknown_and_truncated_rejected():
     assert scan('{"name": "f", "arguments": {"a": "cut', "f") == []
 
 
-def test_only_regions_are_scanned():
-    text = '{"name": "f", "arguments": {}} | {"name": "f", "arguments": {}}'
-    hits = find_json_calls(text, [(30, len(text))], check=known_names("f"),
-                           limits=DEFAULT_LIMITS)
-    assert [(h.start, h.end) for h in hits] == [(33, len(text))]
+def test_json_in_reasoning_is_not_scanned():
+    text = '<think>{"name": "f", "arguments": {}}</think> {"name": "f", "arguments": {}}'
+    assert [(h.start, h.end) for h in scan(text, "f")] == [(46, len(text))]
 
 
 def test_candidate_cap_bounds_work():

@@ -41,7 +41,8 @@ from rq.worker import WorkerStatus
 from codec.errors import TIMEOUT, WORKER_LOST
 from worker import rq_protocol as proto
 from worker.child import WorkerDied, WorkerProcess
-from worker.jobs import error_envelope, warm
+from worker.envelope import error_envelope
+from worker.jobs import warm
 from worker.limits import ENV as ENV_LIMITS
 from worker.limits import LimitsError, operator_limits
 from worker.metrics import Metrics
