@@ -1,0 +1,28 @@
+"""Body readers for the tool-call formats of model families that mark calls with special tokens
+or write them as Python calls.
+
+The engine (``codec.engine``) finds where a block of one of these formats starts and ends (its
+markers); a reader turns the block's *body* into raw ``(name, arguments)`` pairs. The codec then
+checks the names against the tool set and validates and coerces the arguments, as for every
+other format. Readers are pure and linear in the body's length, and never raise.
+
+``arguments`` in a pair is either a ``dict`` (already read: values may be strings that the
+schema coerces, as for XML parameters) or a ``str`` of JSON text that the codec parses with
+``repair_json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from codec.errors import CodecError
+
+
+@dataclass(slots=True)
+class FormatRead:
+    """What a reader found in one body: calls in order, repairs by id, or errors."""
+
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    errors: list[CodecError] = field(default_factory=list)
