@@ -34,6 +34,8 @@ import regex  # partial matching: an opener cut at the end of a chunk
 
 from codec.envelopes import FORMAT_OF_TAG, Block
 from codec.errors import PAYLOAD_TOO_LARGE, CodecError
+from codec.formats import glm, yamlbody
+from codec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from codec.normalize import replace_surrogates, replace_surrogates_in
 from codec.textjson import call_pairs
 
@@ -41,37 +43,79 @@ if TYPE_CHECKING:
     from codec.toolcodec import ToolCallCodec, _Assembly
 
 BODY_WS = 64  # blanks allowed between an envelope opener and its body
+# After a value of an open-ended marker format (no end token): another call follows (a value,
+# or Mistral's NAME[ARGS]{…}), or an end-of-generation token that belongs to the block.
+_MORE_CALLS = regex.compile(r"[ \t\r\n,;]*(?:[\[{]|[A-Za-z_][\w.\-]{0,63}[ \t]*"
+                            r"(?:\[CALL_ID\][ \t]*[\w\-]{0,64}[ \t]*)?(?:\[ARGS\])?[ \t]*[\[{])")
+_END_TOKEN = regex.compile(r"[ \t\r\n]*(?:" + "|".join(
+    regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True)) + ")")
+HEAD_WINDOW = 160  # characters that decide whether a body that starts with a word is a call
+_NAMED_BODY = {"tool_call": glm.TEXT_HEAD, "tool_tag": yamlbody.TEXT_HEAD}
 MAX_CANDIDATES = 32  # JSON candidates tried per stretch of prose between blocks
-CALL_MARKERS = ("<|python_tag|>", "[TOOL_CALLS]", "functools")
+CALL_MARKERS = ("functools",)  # a word before JSON in prose that says "this is a call"
 _MARKER_WS = 64
-_FIXED = (r"<(?P<fixed>think|tool_call|tool)[ \t\r\n]{0,8}>|<(?P<function>function=)"
-          r"|(?P<json>[\[{][ \t\r\n]{0,16}(?:\{[ \t\r\n]{0,16})?"
-          r"\"(?:name|function|tool_calls|type|arguments|parameters)\"[ \t\r\n]{0,16}:)"
-          r"|(?P<fence>```[ \t]{0,8}(?:json|JSON|json5)?[ \t]{0,8}\r?\n)")
+_JSON_OPENER = (r"(?P<json>[\[{][ \t\r\n]{0,16}(?:\{[ \t\r\n]{0,16})?"
+                r"\"(?:name|function|tool_calls|type|arguments|parameters)\"[ \t\r\n]{0,16}:)"
+                r"|(?P<fence>```[ \t]{0,8}(?:json|JSON|json5)?[ \t]{0,8}\r?\n)")
 _CLOSERS = {"tool_element": "</tool>", "function": "</function>"}
 _TOOL_CALL_EDGE = re.compile(r"</?tool_call>")
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
-_STRING_STOP = re.compile(r'["\\]')
+_STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
+_PY_STRUCT = re.compile(r'["\'{}\[\]]')
 _BRACKETS = re.compile(r"[{}\[\]]")
 
 
-def compile_openers(tool_names: list[str]) -> Any:
-    """The opener pattern for a tool set (tool names become ``<NAME …>`` tags)."""
+
+
+@dataclass(frozen=True)
+class Openers:
+    """What starts a block, for one tool set and set of formats."""
+
+    pattern: Any  # a ``regex`` pattern with partial matching
+    markers: dict[str, MarkerFormat]  # opener token -> its format
+    ends: dict[str, Any]  # opener token -> the pattern of what ends its block
+
+
+def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None) -> Openers:
+    """The openers for a tool set (tool names become ``<NAME …>`` tags and, in ``[NAME(``,
+    pythonic calls) and for the enabled formats (all for None)."""
     names = sorted({n for n in tool_names if n}, key=len, reverse=True)
-    pattern = _FIXED
+    on = (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
+    parts = []
+    fixed = [t for t, ids in (("think", ()), ("tool_call", ("hermes", "qwen_xml", "glm")),
+                              ("tool", ("tool_element",))) if not ids or on(*ids)]
+    parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
+    if on("qwen_xml"):
+        parts.append(r"<(?P<function>function=)")
+    if on("json"):
+        parts.append(_JSON_OPENER)
+    markers = {t: f for f in marker_formats(formats) for t in f.openers}
+    if markers:
+        alt = "|".join(regex.escape(t) for t in sorted(markers, key=len, reverse=True))
+        parts.append(rf"(?P<marker>{alt})")
     if names:
         alt = "|".join(regex.escape(n) for n in names)
-        pattern += rf"|<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>"
-    return regex.compile(pattern)
+        if on("tool_tag", "yaml_tag"):
+            parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
+        if on("pythonic"):
+            parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
+    return Openers(regex.compile("|".join(parts)), markers,
+                   {t: _end_pattern(f) for t, f in markers.items()})
+
+
+def _end_pattern(fmt: MarkerFormat) -> Any:
+    ends = fmt.closers + (fmt.openers if fmt.next_opener_ends else ())
+    return re.compile("|".join(re.escape(t) for t in sorted(ends, key=len, reverse=True))
+                      or r"(?!)")
 
 
 @dataclass(slots=True)
 class _Open:
     """The block or candidate being read."""
 
-    kind: str  # think | tool_call | tool_element | function | tool_tag | json | fence
+    kind: str  # think|tool_call|tool_element|function|tool_tag|marker|json|fence|pycall
     start: int
     body_start: int
     scan: int  # where the search for the end resumes
@@ -79,8 +123,10 @@ class _Open:
     lead: int | None = None  # start of a call marker held before a JSON candidate
     json_aware: bool = False
     depth: int = 0
-    in_string: bool = False
+    quote: str = ""  # json, pycall: the quote of the string the scan is in
     reasoned: int = 0  # think: body text already sent as reasoning events
+    vscan: int = -1  # open-ended marker: where the scan of its values resumes
+    value_ended: bool = False  # open-ended marker: vscan is just past a complete value
 
 
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
@@ -166,10 +212,12 @@ class Engine:
         cur = self.current
         if cur is None or cur.kind == "think":
             return False  # prose is released at once; reasoning is streamed as it comes
-        if cur.kind == "json":
-            return not any(c in chunk for c in '"\\{}[]')
+        if cur.kind in ("json", "pycall"):
+            return not any(c in chunk for c in '"\'\\{}[]')
         if cur.kind == "fence":
             return "`" not in chunk
+        if cur.kind == "marker":
+            return False
         return ">" not in chunk and not cur.json_aware  # every closer ends with ">"
 
     def result(self) -> Any:
@@ -188,45 +236,83 @@ class Engine:
                 return
 
     def _in_free(self, final: bool) -> bool:
-        m = self.codec._openers.search(self.text, self.pos, partial=not final)
+        m = self.codec._openers.pattern.search(self.text, self.pos, partial=not final)
         if m is None or m.partial:
             stop = len(self.text) if m is None else m.start()
             self._free_text(self.pos, stop, final, at_end=True)
             return False
         start, kind = m.start(), m.lastgroup
-        if kind == "json" or kind == "fence":
+        if kind in ("json", "fence", "pycall"):
             return self._candidate(m, final)
+        if kind == "marker":
+            return self._marker(m, final)
         fixed = m.group("fixed") if kind == "fixed" else None
         fmt = FORMAT_OF_TAG[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
-        if fmt not in ("think", "function") and not self._body_follows(m.end(), final):
-            if self._body_undecided(m.end(), final):
+        if fmt not in ("think", "function"):
+            follows = self._body_check(m.end(), final, head=_NAMED_BODY.get(fmt),
+                                       empty=fmt == "tool_tag" and m.group().endswith("/>"))
+            if follows is None:
                 self._free_text(self.pos, start, final, at_end=False)
                 return False
-            self._free_text(self.pos, m.end(), final, at_end=False)  # named, not called
-            return True
-        self._free_text(self.pos, start, final, at_end=False)
-        if fmt != "think":
+            if not follows:
+                self._free_text(self.pos, m.end(), final, at_end=False)  # named, not called
+                return True
+        body = start if fmt in ("function", "tool_tag") else m.end()
+        tag = m.group("tag") if fmt == "tool_tag" else None
+        return self._open_block(_Open(fmt, start, body, body, tag), final)
+
+    def _open_block(self, cur: _Open, final: bool) -> bool:
+        self._free_text(self.pos, cur.start, final, at_end=False)
+        if cur.kind != "think":
             if self.envelopes >= self.codec.max_calls:
-                self._too_many(start)
+                self._too_many(cur.start)
                 return False
             self.envelopes += 1
             self._resolve(final=False)
-        body = start if fmt in ("function", "tool_tag") else m.end()
-        tag = m.group("tag") if fmt == "tool_tag" else None
-        self.current = _Open(fmt, start, body, body, tag)
-        self.pos = start
+        self.current = cur
+        self.pos = cur.start
         return True
 
-    def _body_follows(self, at: int, final: bool) -> bool:
+    def _marker(self, m: Any, final: bool) -> bool:
+        token = m.group("marker")
+        fmt = self.codec._openers.markers[token]
+        if fmt.needs_body:
+            follows = self._body_check(m.end(), final, json_only=True)
+            if follows is None:
+                self._free_text(self.pos, m.start(), final, at_end=False)
+                return False
+            if not follows:
+                self._free_text(self.pos, m.end(), final, at_end=False)
+                return True
+        body = m.start() if fmt.keep_opener else m.end()
+        return self._open_block(_Open("marker", m.start(), body, m.end(), token), final)
+
+    def _body_check(self, at: int, final: bool, *, head: Any = None, json_only: bool = False,
+                    empty: bool = False) -> bool | None:
+        """Whether what follows an opener can be a call's body (None: not known yet).
+
+        The first character past at most ``BODY_WS`` blanks must be ``<``, ``{`` or ``[`` (only
+        ``{`` or ``[`` with ``json_only``), or the text must end there; a body that starts with
+        a word counts when ``head`` (a GLM name after ``<tool_call>``, a YAML ``key:`` in a tool
+        tag) matches within ``HEAD_WINDOW`` characters."""
+        if empty:
+            return True  # <NAME/>: a complete call with no arguments
         window = self.text[at:at + BODY_WS + 1]
         stripped = window.lstrip()
-        if stripped:
-            return stripped[0] in "<{["
-        return final and len(window) <= BODY_WS and at + len(window) == len(self.text)
-
-    def _body_undecided(self, at: int, final: bool) -> bool:
-        window = self.text[at:at + BODY_WS + 1]
-        return not final and not window.strip() and len(window) <= BODY_WS
+        if not stripped:
+            if len(window) > BODY_WS:
+                return False
+            return final or None if at + len(window) == len(self.text) else False
+        if stripped[0] in ("{[" if json_only else "<{["):
+            return True
+        if head is None or not (stripped[0].isalpha() or stripped[0] == "_"):
+            return False
+        head_at = at + len(window) - len(stripped)
+        ahead = self.text[head_at:head_at + HEAD_WINDOW]
+        if head.match(ahead):
+            return True
+        cut = len(ahead) < HEAD_WINDOW and head_at + len(ahead) == len(self.text)
+        return None if cut and not final else False
 
     # -- open blocks ----------------------------------------------------------------------------
 
@@ -234,7 +320,7 @@ class Engine:
         cur = self.current
         if cur.kind == "think":
             return self._think(cur, final)
-        if cur.kind == "json":
+        if cur.kind in ("json", "pycall"):
             return self._json_extent(cur, final)
         if cur.kind == "fence":
             return self._fence(cur, final)
@@ -275,6 +361,8 @@ class Engine:
         text = self.text
         if cur.kind == "tool_call":
             return self._tool_call_end(cur, final)
+        if cur.kind == "marker":
+            return self._marker_end(cur, final)
         closer = f"</{cur.tag}>" if cur.kind == "tool_tag" else _CLOSERS[cur.kind]
         close = text.find(closer, cur.scan)
         if close >= 0:
@@ -284,6 +372,76 @@ class Engine:
             return len(text), len(text), False
         cur.scan = max(cur.body_start, len(text) - len(closer) + 1)
         return None
+
+    def _marker_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
+        fmt = self.codec._openers.markers[cur.tag]
+        m = self.codec._openers.ends[cur.tag].search(self.text, cur.scan)
+        if fmt.open_ended:  # no end token: the block ends where its last call's value does
+            if cur.vscan < 0:
+                cur.vscan = cur.scan
+            end = self._values_end(cur, len(self.text) if m is None else m.start(), final)
+            if end == -1:
+                return None
+            if end is not None:
+                return end, end, True
+        if m is not None:
+            closer = m.group() in fmt.closers
+            return (m.end() if closer else m.start()), m.start(), True
+        if final:
+            return len(self.text), len(self.text), fmt.open_ended
+        longest = max(map(len, fmt.closers + fmt.openers))
+        cur.scan = max(cur.scan, len(self.text) - longest + 1)
+        return None
+
+    def _values_end(self, cur: _Open, stop: int, final: bool) -> int | None:
+        """Scan brackets and strings up to ``stop``: where the values end and no other call
+        follows (-1: not known yet; None: not before ``stop``)."""
+        text, i = self.text, cur.vscan
+        if cur.value_ended:  # decided once more text (or the end) has come
+            cur.value_ended = False
+            after = self._after_values(i, final)
+            if after is not None:
+                cur.value_ended = after == -1
+                return after
+        while True:
+            m = (_STRING_STOP[cur.quote] if cur.quote else _PY_STRUCT).search(text, i, stop)
+            if m is None:
+                cur.vscan = stop
+                return None
+            ch, i = m.group(), m.end()
+            if cur.quote:
+                if ch != "\\":
+                    cur.quote = ""
+                elif i >= stop and not final and stop == len(text):
+                    cur.vscan = m.start()
+                    return -1
+                else:
+                    i += 1
+                continue
+            if ch in "\"'":
+                cur.quote = ch
+            elif ch in "{[":
+                cur.depth += 1
+            else:
+                cur.depth -= 1
+                if cur.depth <= 0:
+                    cur.depth = 0
+                    after = self._after_values(i, final)
+                    if after is not None:
+                        cur.vscan, cur.value_ended = i, after == -1
+                        return after
+
+    def _after_values(self, at: int, final: bool) -> int | None:
+        """At the end of a value: None when another call follows, -1 when that is not known
+        yet, else where the block ends (past an end-of-generation token)."""
+        window = self.text[at:at + 96]
+        for pattern in (_END_TOKEN, _MORE_CALLS):
+            m = pattern.match(window, partial=not final)
+            if m is not None and m.partial and at + len(window) == len(self.text):
+                return -1
+            if m is not None and not m.partial:
+                return at + m.end() if pattern is _END_TOKEN else None
+        return at
 
     def _tool_call_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         text = self.text
@@ -360,24 +518,25 @@ class Engine:
         return True
 
     def _json_extent(self, cur: _Open, final: bool) -> bool:
+        """Find where a JSON value (or a pythonic call list) ends: brackets outside strings."""
         text, i = self.text, cur.scan
+        struct = _PY_STRUCT if cur.kind == "pycall" else _JSON_STRUCT
         while True:
-            pattern = _STRING_STOP if cur.in_string else _JSON_STRUCT
-            m = pattern.search(text, i)
-            if m is None or (cur.in_string and m.group() == "\\" and m.end() >= len(text)):
+            m = (_STRING_STOP[cur.quote] if cur.quote else struct).search(text, i)
+            if m is None or (cur.quote and m.group() == "\\" and m.end() >= len(text)):
                 if final:
                     return self._not_a_candidate(cur, final)
                 cur.scan = len(text) if m is None else m.start()
                 return False
             ch, i = m.group(), m.end()
-            if cur.in_string:
+            if cur.quote:
                 if ch == "\\":
                     i += 1
                 else:
-                    cur.in_string = False
+                    cur.quote = ""
                 continue
-            if ch == '"':
-                cur.in_string = True
+            if ch in "\"'":
+                cur.quote = ch
             elif ch in "{[":
                 cur.depth += 1
             else:
@@ -399,25 +558,38 @@ class Engine:
         return self._decide(cur, self.text[cur.body_start:close], close + 3, final)
 
     def _decide(self, cur: _Open, source: str, end: int, final: bool) -> bool:
-        try:
-            value = orjson.loads(source)
-        except orjson.JSONDecodeError:
+        pairs = self._pairs_of(cur.kind, source)
+        if pairs is False:
             return self._not_a_candidate(cur, final)
         self.current = None
         begin = cur.start if cur.lead is None else cur.lead
-        pairs = call_pairs(value)
         if pairs and all(self.codec.registry.get(name) is not None for name, _ in pairs):
             self.known_shape = True
             ok, calls = self.codec._check_pairs(pairs)
             if ok:
+                fmt = "pythonic" if cur.kind == "pycall" else "json"
+                for call in calls:
+                    call.format = fmt
                 self.pos = end
                 self._hold(_Pending(begin, end, calls))
                 return True
-        if cur.kind == "fence":
+        if cur.kind in ("fence", "pycall"):
             return self._not_a_candidate(cur, final)
         self._content(begin, end)  # a parsed value is skipped whole: its brackets do not count
         self.pos = end
         return True
+
+    def _pairs_of(self, kind: str, source: str) -> list[tuple[str, Any]] | None | bool:
+        """The call pairs of a candidate (None: not call-shaped; False: does not parse)."""
+        if kind == "pycall":
+            from codec.formats.pythonic import read
+
+            found = read(source, limits=self.codec.limits)
+            return False if found.errors or found.repairs else found.calls
+        try:
+            return call_pairs(orjson.loads(source))
+        except orjson.JSONDecodeError:
+            return False
 
     def _not_a_candidate(self, cur: _Open, final: bool) -> bool:
         """Read on from just past the candidate's opening (inner candidates may follow)."""
@@ -507,7 +679,8 @@ class Engine:
         index = self.calls_emitted
         self.calls_emitted += 1
         return {"type": "tool_call", "index": index, "id": f"call_{self.id_prefix}{index}",
-                "name": call.name, "arguments": call.arguments, "repairs": list(call.repairs)}
+                "name": call.name, "arguments": call.arguments, "repairs": list(call.repairs),
+                "format": call.format}
 
     # -- limits -------------------------------------------------------------------------------
 

@@ -62,15 +62,19 @@ class Span:
 
 @dataclass(slots=True)
 class Call:
-    """One decoded tool call. ``span`` locates its raw markup in the input text, if any."""
+    """One decoded tool call. ``format`` names the format it was read from (``hermes``,
+    ``pythonic``, ``kimi_k2``, … or ``native``); ``span`` locates its raw markup in the input
+    text, if any."""
 
     name: str
     arguments: dict[str, Any]
     repairs: list[str] = field(default_factory=list)
     span: tuple[int, int] | None = None
+    format: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "arguments": self.arguments, "repairs": list(self.repairs)}
+        return {"name": self.name, "arguments": self.arguments, "repairs": list(self.repairs),
+                "format": self.format}
 
 
 @dataclass(slots=True)

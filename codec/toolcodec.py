@@ -65,6 +65,12 @@ RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
 MAX_CALLS = 128
 _TOOL_CALL_CLOSE = "</tool_call>"
 _FUNCTION_OPEN = re.compile(r"<function=")
+_LINE_COL = re.compile(r"\(line \d+, column \d+\)")
+_JSON_START = re.compile(r"\s*(?:\{|\[\s*\{|\[\s*\])")
+_HARMONY_CHANNEL = re.compile(r"<\|channel\|>[a-z]*")
+# The public format id of a block decoded by the built-in readers.
+_FORMAT_ID = {"json": "hermes", "function": "qwen_xml", "tool_tag": "tool_tag",
+              "tool_element": "tool_element", "glm": "glm", "yaml_tag": "yaml_tag"}
 # JSON repairs that are fine in general but not for a call we are asked to trust.
 _REFUSED_REPAIRS = {
     "json.surrounding_text": "the call's JSON has other text around it inside the envelope; "
@@ -138,12 +144,16 @@ class ToolCallCodec:
         reasoning models open it in the prompt): everything up to the first ``</think>`` is
         reasoning. Without it a stray ``</think>`` is ordinary text, so that prose is never
         held back waiting to learn whether it was reasoning.
+    :param formats: the format ids to read (``codec.formats.table.ALL_FORMATS``; default all
+        of them, detected by their markers). Text in another format stays content. An unknown
+        id raises ``ValueError``.
     """
 
     def __init__(self, tools: list[dict[str, Any]] | None, *, heuristics: Iterable[Any] = (),
                  pipeline: Any = None, nfkc_strings: bool = False,
                  limits: Limits | dict[str, int] = DEFAULT_LIMITS,
-                 starts_in_reasoning: bool = False) -> None:
+                 starts_in_reasoning: bool = False,
+                 formats: Iterable[str] | None = None) -> None:
         from codec.tools import ToolRegistry
 
         self.registry = ToolRegistry.from_tools(tools)
@@ -155,9 +165,10 @@ class ToolCallCodec:
         self._pipeline: Any = None
         self.starts_in_reasoning = starts_in_reasoning
         self.max_calls = MAX_CALLS
+        self.formats = _formats(formats)
         from codec.engine import compile_openers
 
-        self._openers = compile_openers(self.registry.names())
+        self._openers = compile_openers(self.registry.names(), self.formats)
         self._inner_openers = envelopes.compile_openers(self.registry.names())
 
     @property
@@ -199,10 +210,14 @@ class ToolCallCodec:
 
     def validate(self, name: str, arguments: Any) -> ValidationResult:
         """Validate (and, where the schema allows, coerce) one call's arguments."""
+        return self._validate(name, arguments)
+
+    def _validate(self, name: str, arguments: Any, *,
+                  text_values: bool = False) -> ValidationResult:
         from codec.validation import validate_call
 
         return validate_call(self.registry, name, arguments, nfkc_strings=self.nfkc_strings,
-                             limits=self.limits)
+                             limits=self.limits, text_values=text_values)
 
     # -- text -----------------------------------------------------------------------------
 
@@ -232,7 +247,7 @@ class ToolCallCodec:
             return
         raw = asm.text[block.start:block.end]
         details = {"block": index, "position": block.start, "raw": _truncate(raw)}
-        asm.add_markup(block, [_in_block(e, index, block, details) for e in errors])
+        asm.add_markup(block, [_in_block(e, index, block, details, asm.text) for e in errors])
 
     def block_calls(self, text: str, fmt: str, tag: str | None, closed: bool,
                     body: tuple[int, int]) -> tuple[list[Call], list[CodecError]]:
@@ -243,25 +258,103 @@ class ToolCallCodec:
     def _block_calls(self, text: str, block: Block) -> tuple[list[Call], list[CodecError]]:
         payload = text[block.body_start:block.body_end]
         base: list[str] = []
+        marker = self._openers.markers.get(block.tag) if block.fmt == "marker" else None
         if not block.closed:
-            base.append("xml.balance_tags")
+            base.append("format.missing_end" if marker else "xml.balance_tags")
             if block.fmt == "tool_call":
                 cut = envelopes.trailing_partial_close(payload, _TOOL_CALL_CLOSE)
                 payload = payload[:len(payload) - cut]
         if block.fmt == "tool_element":
             payload = text[block.start:block.end]  # the decoder wants the <tool> tags
+        offset = (block.start if block.fmt == "tool_element" else block.body_start) - block.start
+        original = payload
         payload, changed = _strip_bidi(payload)
         if changed:
             base.append("text.bidi_removed")
-        fmt, tag = self._payload_format(block, payload)
-        if fmt == "json":
+        calls, errors, fmt_id = self._read_block(block, marker, payload, base)
+        for call in calls:
+            call.format = fmt_id
+        return calls, _relocate(errors, offset, original if changed else None)
+
+    def _read_block(self, block: Block, marker: Any, payload: str,
+                    base: list[str]) -> tuple[list[Call], list[CodecError], str]:
+        if marker is not None:
+            fmt_id, (calls, errors) = marker.id, self._marker_calls(marker, payload, block, base)
+        else:
+            fmt, tag = self._payload_format(block, payload)
+            fmt_id = _FORMAT_ID.get(fmt, fmt)
+            if self.formats is not None and fmt_id not in self.formats:
+                return [], [CodecError(BAD_REQUEST, f"the block is in the {fmt_id!r} format, "
+                                       "which the formats option leaves out",
+                                       {"format": fmt_id})], fmt_id
+            if fmt == "json":
+                calls, errors = self._json_calls(payload, base)
+            elif fmt in ("glm", "yaml_tag"):
+                calls, errors = self._read_calls(_read_format(fmt, payload, block, tag,
+                                                              self.limits), base, payload)
+            else:
+                calls, errors = self._xml_call(payload, fmt, tag, base)
+        return calls, errors, fmt_id
+
+    def _marker_calls(self, marker: Any, payload: str, block: Block,
+                      base: list[str]) -> tuple[list[Call], list[CodecError]]:
+        from codec.formats.table import strip_end_tokens
+
+        payload = strip_end_tokens(payload)  # only ever shortens the end: offsets hold
+        body = marker.body
+        if body in ("json_or_pythonic", "mistral") and _JSON_START.match(payload):
+            body = "json"  # a JSON call or list of calls
+        elif body == "json_or_pythonic":
+            body = "pythonic"
+        if body == "json":
             return self._json_calls(payload, base)
-        return self._xml_call(payload, fmt, tag, base)
+        if body == "qwen_xml":
+            return self._xml_call(payload, "function", None, base)
+        return self._read_calls(_read_format(body, payload, block, None, self.limits), base,
+                                payload)
+
+    def _read_calls(self, found: Any, base: list[str],
+                    payload: str) -> tuple[list[Call], list[CodecError]]:
+        """Check and validate what a format reader found (``codec.formats``) in ``payload``."""
+        if found.errors:
+            return [], list(found.errors)
+        if len(found.calls) > MAX_CALLS:
+            return [], [_too_many(len(found.calls), "calls in one envelope")]
+        if not found.calls:
+            return [], [CodecError(INVALID_JSON, "the block holds no tool call")]
+        calls: list[Call] = []
+        errors: list[CodecError] = []
+        for name, args in found.calls:
+            repairs: list[str] = []
+            text_values = found.text_values and not isinstance(args, str)
+            if self.registry.get(name) is None:
+                errors.append(CodecError(UNKNOWN_TOOL, f"unknown tool {name!r}", {"tool": name}))
+                continue
+            if isinstance(args, str):
+                where = payload.find(args) if args else -1
+                args, repairs, parse_errors = self._parse_json(args)
+                if parse_errors:
+                    errors.extend(_relocate(parse_errors, where, None) if where >= 0 else
+                                  [_unplaced(e) for e in parse_errors])
+                    continue
+            result = self._validate(name, args, text_values=text_values)
+            if result.ok:
+                calls.append(Call(name, result.arguments,
+                                  _dedupe(base + found.repairs + repairs + result.repairs)))
+            else:
+                errors.extend(result.errors)
+        return calls, errors
 
     def _payload_format(self, block: Block, payload: str) -> tuple[str, str | None]:
+        if block.fmt == "tool_tag" and self._yaml_body(payload):
+            return "yaml_tag", block.tag
         if block.fmt != "tool_call":
             return block.fmt, block.tag
         head = payload.lstrip()
+        if head[:1].isalpha() or head[:1] == "_":  # GLM: the tool's name, then its arguments
+            from codec.formats.glm import looks_like_body
+
+            return ("glm" if looks_like_body(head) else "json"), None
         if not head.startswith("<"):
             return "json", None
         inner = envelopes.scan(head, self._inner_openers)
@@ -270,6 +363,16 @@ class ToolCallCodec:
         # Markup that is not a known tool tag: the Qwen3 ``<function=…>`` family, whose
         # decoder reports precisely what is wrong with it (a JSON error would mislead).
         return "function", None
+
+    @staticmethod
+    def _yaml_body(payload: str) -> bool:
+        """A tool tag whose body starts as ``key: value`` lines, not with a tag."""
+        body = _tag_body(payload)
+        if body.lstrip()[:1] in ("<", ""):
+            return False
+        from codec.formats.yamlbody import looks_like_mapping
+
+        return looks_like_mapping(body)
 
     def _json_calls(self, payload: str, base: list[str]) -> tuple[list[Call], list[CodecError]]:
         value, repairs, errors = self._parse_json(payload)
@@ -316,11 +419,13 @@ class ToolCallCodec:
         if len(parts) > MAX_CALLS:
             return [], [_too_many(len(parts), "calls in one envelope")]
         calls, errors = [], []
+        at = 0
         for part in parts:
             res = decode_xml_call(part, fmt, registry=self.registry, pipeline=self.pipeline,
                                   tag_name=tag, limits=self.limits)
+            at, part_at = at + len(part), at
             if res.errors:
-                errors.extend(res.errors)
+                errors.extend(_relocate(res.errors, part_at, None))
             elif not res.name or self.registry.get(res.name) is None:
                 errors.append(CodecError(UNKNOWN_TOOL, f"unknown tool {res.name!r}",
                                          {"tool": res.name}))
@@ -398,7 +503,8 @@ class ToolCallCodec:
             details = {"call_index": nc.index, "tool": nc.name, "raw": _truncate(raw)}
             found = errors if result is None else result.errors
             return None, [_with_details(e, details) for e in found]
-        return Call(nc.name, result.arguments, _dedupe(base + result.repairs)), []
+        return Call(nc.name, result.arguments, _dedupe(base + result.repairs),
+                    format="native"), []
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -417,6 +523,54 @@ def _envelope_pairs(value: Any) -> list[tuple[str, Any]] | None:
         args = item.get("arguments", item.get("parameters", {}))
         pairs.append((item["name"], {} if args is None else args))
     return pairs or None
+
+
+def _formats(formats: Iterable[str] | None) -> frozenset[str] | None:
+    from codec.formats.table import ALL_FORMATS
+
+    if formats is None:
+        return None
+    chosen = frozenset([formats] if isinstance(formats, str) else formats)
+    unknown = sorted(chosen - set(ALL_FORMATS))
+    if unknown:
+        raise ValueError(f"unknown format(s) {unknown}; expected some of {list(ALL_FORMATS)}")
+    return chosen
+
+
+def _tag_body(payload: str) -> str:
+    """The text between a tool tag's opening tag and its closing tag (if any)."""
+    inner = payload[payload.find(">") + 1:]
+    close = inner.rfind("</")
+    return inner[:close] if close >= 0 and inner.endswith(">") else inner
+
+
+def _read_format(reader: str, payload: str, block: Block, tag: str | None,
+                 limits: Limits) -> Any:
+    """Run the ``codec.formats`` reader named ``reader`` on a block's body."""
+    closed = block.closed
+    if reader == "pythonic":
+        from codec.formats import pythonic
+
+        return pythonic.read(payload, limits=limits)
+    if reader == "yaml_tag":
+        from codec.formats import yamlbody
+
+        return yamlbody.read(_tag_body(payload), name=tag or "", closed=closed)
+    if reader == "harmony":
+        from codec.formats import harmony
+
+        # a channel token in the header says nothing here; blanks keep the offsets
+        blank = _HARMONY_CHANNEL.sub(lambda m: " " * len(m.group()), payload)
+        return harmony.read(blank, closed=closed)
+    if reader == "dsml":
+        from codec.formats import deepseek
+
+        return deepseek.read_dsml(payload, closed=closed)
+    module = {"glm": "glm", "kimi": "kimi", "deepseek": "deepseek", "mistral": "mistral",
+              "invoke": "invoke"}[reader]
+    from importlib import import_module
+
+    return import_module(f"codec.formats.{module}").read(payload, closed=closed)
 
 
 def _split_functions(payload: str) -> list[str]:
@@ -480,9 +634,56 @@ def _too_many(count: int, what: str, *, at_least: bool = False) -> CodecError:
                       "and the rest is kept as content", {"limit": MAX_CALLS})
 
 
-def _in_block(error: CodecError, index: int, block: Block, details: dict[str, Any]) -> CodecError:
+def _in_block(error: CodecError, index: int, block: Block, details: dict[str, Any],
+              text: str) -> CodecError:
+    """The error of a block in the caller's coordinates: ``position`` is an offset into the
+    whole input and the message's ``(line, column)`` count from its start (a reader counts
+    from the start of what it was given)."""
     message = f"tool-call block {index} ({block.fmt}) at offset {block.start}: {error.message}"
+    where = error.details.get("position")
+    details = dict(details)
+    if isinstance(where, int) and 0 <= where <= block.end - block.start:
+        details["position"] = at = block.start + where
+        line = text.count("\n", 0, at) + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        message = _LINE_COL.sub(f"(line {line}, column {column})", message, count=1)
     return CodecError(error.code, message, {**error.details, **details})
+
+
+def _relocate(errors: list[CodecError], offset: int, original: str | None) -> list[CodecError]:
+    """Errors whose ``position`` counts from a payload, counted from ``offset`` before it
+    instead (through the payload's ``original`` text when bidi controls were removed)."""
+    out = []
+    for error in errors:
+        where = error.details.get("position")
+        if isinstance(where, int):
+            if original is not None:
+                where = _before_stripping(original, where)
+            error = CodecError(error.code, error.message,
+                               {**error.details, "position": offset + where})
+        out.append(error)
+    return out
+
+
+def _before_stripping(original: str, position: int) -> int:
+    """The offset in ``original`` of the character at ``position`` once bidi controls were
+    removed from it."""
+    from codec.normalize import BIDI_CONTROLS
+
+    kept = 0
+    for i, ch in enumerate(original):
+        if ch not in BIDI_CONTROLS:
+            if kept == position:
+                return i
+            kept += 1
+    return len(original)
+
+
+def _unplaced(error: CodecError) -> CodecError:
+    """An error whose position cannot be placed in the input: say so rather than mislead."""
+    details = {k: v for k, v in error.details.items() if k != "position"}
+    return CodecError(error.code, _LINE_COL.sub("(in the call's arguments)", error.message,
+                                                count=1), details)
 
 
 def _with_details(error: CodecError, details: dict[str, Any]) -> CodecError:

@@ -105,6 +105,17 @@ def _run_job(op: str, payload: dict[str, Any], args: argparse.Namespace) -> int:
     return _print(envelope["result"])
 
 
+def _format_list(value: str) -> list[str]:
+    from codec.formats.table import ALL_FORMATS
+
+    chosen = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [v for v in chosen if v not in ALL_FORMATS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"unknown format(s) {unknown or [value]}; expected "
+                                         f"some of {', '.join(ALL_FORMATS)}")
+    return chosen
+
+
 def _cmd_decode(args: argparse.Namespace) -> int:
     tools = _load_tools(args.tools)
     text = _read_text(args.input)
@@ -113,6 +124,8 @@ def _cmd_decode(args: argparse.Namespace) -> int:
         payload["message"] = _message_from(text, args.input)
     else:
         payload["text"] = text
+    if args.formats:
+        payload["options"] = {"formats": args.formats}
     return _run_job("decode", payload, args)
 
 
@@ -235,6 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="JSON array of tool definitions (OpenAI style)")
     decode.add_argument("--message", action="store_true",
                         help="the input is an OpenAI assistant message (JSON object)")
+    decode.add_argument("--formats", type=_format_list, default=None, metavar="ID,ID",
+                        help="read only these formats (default: every format, by its markers)")
     _job_options(decode)
 
     repair = sub.add_parser("repair", help="repair malformed JSON")

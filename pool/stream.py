@@ -84,7 +84,8 @@ class PoolStream:
             details = {k: v for k, v in error.items() if k not in ("code", "message")}
             calls, errors = [], [CodecError(error["code"], error["message"], details)]
         else:
-            calls = [Call(c["name"], c["arguments"], list(c["repairs"])) for c in result["calls"]]
+            calls = [Call(c["name"], c["arguments"], list(c["repairs"]), format=c.get("format", ""))
+                     for c in result["calls"]]
             errors = [CodecError(e["code"], e["message"],
                                  {k: v for k, v in e.items() if k not in ("code", "message")})
                       for e in result["errors"]]

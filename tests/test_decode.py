@@ -166,7 +166,9 @@ def test_bad_block_among_good_ones(tc):
     assert calls(r) == [("get_weather", {"city": "Oslo"}), ("send_message", {"message": "hi"})]
     assert codes(r) == [errors.ARITHMETIC_EXPRESSION]
     err = r.errors[0].to_dict()
-    assert err["block"] == 1 and err["raw"] == bad and err["position"] == text.index(bad)
+    assert err["block"] == 1 and err["raw"] == bad
+    assert err["position"] == text.index("2 * 3")  # where the expression is, in the input
+    assert f"at offset {text.index(bad)}" in err["message"]
     assert "block 1" in err["message"]
     assert r.content == bad
 
@@ -537,6 +539,44 @@ def test_arguments_before_the_name_still_make_a_call():
     tc = ToolCallCodec([{"name": "add", "parameters": {"type": "object", "properties": {
         "a": {"type": "integer"}}}}])
     r = tc.decode('[TOOL_CALLS] [{"arguments": {"a": 1}, "name": "add"}]')
-    assert r.ok and r.path == "json" and [(c.name, c.arguments) for c in r.calls] == [
+    assert r.ok and r.path == "xml" and [(c.name, c.arguments) for c in r.calls] == [
         ("add", {"a": 1})]
+    assert r.calls[0].format == "mistral"
     assert r.content == ""  # the marker belongs to the call
+
+
+# -- error positions are the caller's ----------------------------------------------------------
+
+_ANY = [{"name": "f", "parameters": {"type": "object"}}]
+
+
+def _line_col(text: str, at: int) -> tuple[int, int]:
+    return text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
+
+
+@pytest.mark.parametrize("text, found", [
+    ('line1\nline2\n<tool_call>\n{"name": "f",\n "arguments": {"a": 1 + 2}}\n</tool_call>',
+     "1 + 2"),
+    ("intro\n\n<tool_call>\n<function=f>\n<parameter=a>1</parameter>\n"
+     "<parameter=b><![CDATA[x</parameter>\n</function></tool_call>", "<![CDATA[x"),
+    ("a\n<tool_call><function=g>\n<parameter=a>1</parameter></function>\n<function=f>\n"
+     "<parameter=b><![CDATA[x</parameter>\n</function></tool_call>", "<![CDATA[x"),
+    # bidi controls removed before parsing must not shift the reported place
+    ('x\u200f\u200f\n<tool_call>{"name": "f", "arguments": \u202b{"a": 2 * 3}}</tool_call>',
+     "2 * 3"),
+])
+def test_error_positions_count_from_the_start_of_the_input(text, found):
+    r = codec.decode(text, tools=_ANY + [{"name": "g", "parameters": {"type": "object"}}])
+    assert r.errors
+    error = r.errors[-1]
+    at = error.details["position"]
+    assert text[at:].startswith(found)
+    line, column = _line_col(text, at)
+    assert f"(line {line}, column {column})" in error.message
+    # the stream, fed one character at a time, places it identically
+    tc = ToolCallCodec(_ANY + [{"name": "g", "parameters": {"type": "object"}}])
+    dec = tc.stream()
+    for ch in text:
+        dec.feed(ch)
+    dec.close()
+    assert [e.to_dict() for e in dec.result().errors] == [e.to_dict() for e in r.errors]

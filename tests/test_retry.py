@@ -136,7 +136,8 @@ def test_async_driver_with_a_real_pool() -> None:
 
     run = asyncio.run(main())
     assert run.outcome == "recovered" and calls == 2
-    assert run.result["calls"] == [{"name": "add", "arguments": {"a": 1, "b": 2}, "repairs": []}]
+    assert run.result["calls"] == [{"name": "add", "arguments": {"a": 1, "b": 2}, "repairs": [],
+                                   "format": "hermes"}]
 
 
 def test_policy_from_environment() -> None:

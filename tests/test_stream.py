@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import codec
 from codec.engine import compile_openers
+from codec.formats.table import MARKER_FORMATS
 from codec.toolcodec import ToolCallCodec
 from tests.peers import PEERS
 
@@ -38,6 +39,17 @@ PIECES = [
     '{"name": "get_weather", "arguments": {"city": "Paris"}}', '{"name": "search", ',
     '"arguments": {"q": "x"}}', '{"name": "nope", "arguments": {}}', "```json\n", "```",
     "[TOOL_CALLS]", "<|python_tag|>", '{"city": "Rome", "days": 2,}', "\u200f", "\ud800",
+    # marker formats (codec.formats.table) and the bodies they hold
+    "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+    "functions.search:0", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
+    "<\uff5ctool\u2581calls\u2581begin\uff5c>", "<\uff5ctool\u2581call\u2581begin\uff5c>",
+    "search<\uff5ctool\u2581sep\uff5c>", "<\uff5ctool\u2581call\u2581end\uff5c>",
+    "<\uff5ctool\u2581calls\u2581end\uff5c>", "get_weather\n<arg_key>city</arg_key>",
+    "<arg_value>Oslo</arg_value>", "[get_weather(city='Oslo', days=2)]", "[search(q=\"(\")",
+    "<|tool_call_start|>", "<|tool_call_end|>", "<|channel|>commentary to=functions.search",
+    "<|message|>", "<|call|>", "<|tool_call|>", "<tool_calls>", "</tool_calls>", "</s>",
+    '<invoke name="search">', '<parameter name="q">x</parameter>', "</invoke>",
+    "<minimax:tool_call>", "</minimax:tool_call>", "\ncity: Oslo\n",
 ]
 
 
@@ -67,8 +79,8 @@ def check(c: ToolCallCodec, text: str, parts: list) -> None:
     whole = c.decode(text)
     events, got = stream(c, parts)
     assert got == whole.to_dict()
-    calls = [{"name": e["name"], "arguments": e["arguments"], "repairs": e["repairs"]}
-             for e in events if e["type"] == "tool_call"]
+    calls = [{"name": e["name"], "arguments": e["arguments"], "repairs": e["repairs"],
+              "format": e["format"]} for e in events if e["type"] == "tool_call"]
     assert calls == got["calls"]
     assert [e["index"] for e in events if e["type"] == "tool_call"] == list(range(len(calls)))
     content = "".join(e["text"] for e in events if e["type"] == "content")
@@ -115,11 +127,14 @@ def test_stream_equals_batch_on_every_peer_case() -> None:
 
 
 def test_every_opener_split_at_every_position() -> None:
-    """Each opener the engine knows (read from its own pattern), cut at every character."""
+    """Each opener the engine knows (the built-in ones, and every token of the marker
+    formats' table), cut at every character."""
+    marker_tokens = [t for f in MARKER_FORMATS for t in f.openers + f.closers]
     openers = ["<tool_call>", "<think>", "<tool>", "<function=search>", "<get_weather>",
-               '{"name": ', '[{"name": ', "```json\n", "</tool_call>", "</think>"]
-    assert all(compile_openers(["get_weather"]).search(o) or o.startswith("</")
-               for o in openers)
+               '{"name": ', '[{"name": ', "```json\n", "</tool_call>", "</think>",
+               "[get_weather("] + marker_tokens
+    assert all(compile_openers(["get_weather"]).pattern.search(o) or o.startswith("</")
+               or o in marker_tokens for o in openers)
     for opener in openers:
         text = f"pre {opener}<city>x</city>{{\"q\": 1}}</get_weather></tool_call> post"
         for cut in range(1, len(text)):
@@ -209,7 +224,7 @@ def test_openai_chunks_with_native_tool_call_fragments() -> None:
     assert got == CODEC.decode(s.assembled_message()).to_dict()
     assert got["path"] == "native" and got["reasoning"] == "think"
     assert got["calls"] == [{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2},
-                             "repairs": ["json.unclosed"]}]
+                             "repairs": ["json.unclosed"], "format": "native"}]
 
 
 @given(st.lists(st.sampled_from(PIECES), max_size=20), st.randoms(use_true_random=False))

@@ -27,7 +27,8 @@ from worker.limits import LimitsError, job_limits, operator_limits
 FAULT_ENV = "TOOLCODEC_FAULT_INJECTION"
 # The ToolCallCodec options a payload may set, and their JSON types. Heuristics and pipelines
 # are code, and code never arrives in a job.
-CODEC_OPTIONS = {"nfkc_strings": bool, "starts_in_reasoning": bool, "limits": dict}
+CODEC_OPTIONS = {"nfkc_strings": bool, "starts_in_reasoning": bool, "limits": dict,
+                 "formats": list}
 
 
 def run_job(job: dict) -> dict:
@@ -196,10 +197,18 @@ def _codec(payload: dict, *, tools_required: bool) -> ToolCallCodec:
                                  f"{_kind(value)}", f"payload.options.{name}")
             kwargs[name] = value
     kwargs["limits"] = _limits(options.get("limits"))
+    formats = options.get("formats")
+    if formats is not None:
+        if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
+            raise BadRequest("payload.options.formats must be a list of format ids, got "
+                             f"{_kind(formats)}", "payload.options.formats")
+        kwargs["formats"] = tuple(sorted(set(formats)))  # hashable: the codec cache's key
     try:
         return codec_for(tools, **kwargs)
     except InvalidToolsError as exc:
         raise BadRequest(f"tools rejected: {exc}", "payload.tools") from exc
+    except ValueError as exc:  # an unknown format id
+        raise BadRequest(f"payload.options.formats: {exc}", "payload.options.formats") from exc
 
 
 def _ceiling() -> Limits:

@@ -21,8 +21,13 @@ from codec.errors import CodecError
 
 @dataclass(slots=True)
 class FormatRead:
-    """What a reader found in one body: calls in order, repairs by id, or errors."""
+    """What a reader found in one body: calls in order, repairs by id, or errors.
+
+    ``text_values``: the values are text as the format writes every value (XML-like key/value
+    formats); converting them to the schema's types is then the format's meaning, not a repair.
+    """
 
     calls: list[tuple[str, Any]] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
     errors: list[CodecError] = field(default_factory=list)
+    text_values: bool = False

@@ -29,8 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.peers import PEERS  # noqa: E402
 
 CASES = PEERS / "toolcall_cases.jsonl"
-# Formats toolcodec claims to decode, and the ones it does not (reported for information).
-CLAIMED = ("hermes", "qwen_xml", "morph_xml", "json")
+# Every format of the suite is claimed: toolcodec detects them all by their markers.
+CLAIMED = ("apertus", "deepseek_v3", "deepseek_v31", "deepseek_v32", "dots", "functiongemma",
+           "gemma4", "gigachat3", "glm4_moe", "granite", "granite_20b_fc", "hermes", "hunyuan",
+           "internlm", "jamba", "json", "kimi_k2", "longcat", "minicpm_xml", "minimax",
+           "mistral", "morph_xml", "pythonic", "qwen_xml", "seed_oss_xml", "step3", "yaml_xml")
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Outcome:
     got_calls: list
     got_content: str | None
     note: str = ""
+    codes: tuple[str, ...] = ()
 
 
 def load_cases(path: Path = CASES) -> list[dict]:
@@ -74,7 +78,8 @@ def run_case(case: dict) -> Outcome:
     content_ok = calls_ok and (want_content is None or
                                want_content.strip() == result.content)
     note = "; ".join(f"{e.code}: {e.message[:120]}" for e in result.errors)
-    return Outcome(case, calls_ok, content_ok, got, result.content, note)
+    codes = tuple(sorted({e.code for e in result.errors}))
+    return Outcome(case, calls_ok, content_ok, got, result.content, note, codes)
 
 
 def run_all(cases: list[dict]) -> list[Outcome]:
@@ -99,6 +104,30 @@ def _print_table(title: str, table: dict[str, tuple[int, int, int]]) -> None:
         print(f"{mark}{group:<27} {n:>6} {calls / n:>8.1%} {content / n:>9.1%}")
 
 
+def difference(o: Outcome) -> str:
+    """The class of a failed case: what kind of answer toolcodec gave instead."""
+    if o.calls_ok:
+        return "content differs"
+    want = o.case.get("expected_calls") or []
+    if not o.got_calls:
+        return f"no call ({', '.join(o.codes) or 'no error'})" if want else "?"
+    if not want:
+        return "a call where the peer sees none"
+    if [c["name"] for c in o.got_calls] != [c["name"] for c in want]:
+        return "different calls"
+    return "different arguments"
+
+
+def _print_classes(outcomes: list[Outcome]) -> None:
+    classes: dict[str, list[str]] = defaultdict(list)
+    for o in outcomes:
+        if not o.content_ok:
+            classes[f"{o.case['format']}: {difference(o)}"].append(o.case["id"])
+    print("\nremaining differences by class:")
+    for name, ids in sorted(classes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        print(f"  {len(ids):>4}  {name}  (e.g. {', '.join(ids[:3])})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--format", help="only this format")
@@ -111,6 +140,10 @@ def main() -> None:
     _print_table("format (* = claimed)", rates(outcomes))
     claimed = [o for o in outcomes if o.case["format"] in CLAIMED]
     _print_table("peer (claimed formats)", rates(claimed, "peer"))
+    n = len(outcomes) or 1
+    print(f"\n{'overall':<28} {len(outcomes):>6} {sum(o.calls_ok for o in outcomes) / n:>8.1%} "
+          f"{sum(o.content_ok for o in outcomes) / n:>9.1%}")
+    _print_classes(claimed)
     shown: dict[str, int] = defaultdict(int)
     print("\nfailures (claimed formats):")
     for o in claimed:

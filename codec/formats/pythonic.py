@@ -1,0 +1,297 @@
+"""Python call lists: ``[get_weather(city="Paris", days=3), search(q='x')]``.
+
+Llama 3.2/4, LFM2 and others write tool calls as Python call expressions. They are *read* here,
+never evaluated: a small scanner accepts keyword arguments whose values are literals (strings in
+any quoting with Python's escapes, numbers, ``True``/``False``/``None``, lists, tuples, and dicts
+with string keys). A variable, a nested call, an operator, a positional argument or ``**kw`` is
+an ``invalid_json`` error that says what and where: guessing what the model meant by an
+expression is exactly what must not happen.
+
+Numbers follow the JSON reader's rule (integers beyond 64 bits become floats); a number too
+large for a float is an error. A text cut off after complete values, missing only its closing
+brackets, is completed (``pythonic.close_brackets``); one cut inside a string, a number or a
+name is an error, since the value would be a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from codec.errors import INVALID_JSON, NESTING_TOO_DEEP, CodecError
+from codec.formats import FormatRead
+from codec.jsonscan import to_number
+from codec.limits import DEFAULT_LIMITS, Limits
+
+CLOSE_BRACKETS = "pythonic.close_brackets"
+
+_WS = re.compile(r"[ \t\r\n]*")
+_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_NUMBER = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F](?:_?[0-9a-fA-F])*"
+                     r"|(?:\d(?:_?\d)*(?:\.(?:\d(?:_?\d)*)?)?|\.\d(?:_?\d)*)"
+                     r"(?:[eE][-+]?\d(?:_?\d)*)?)")
+_PREFIX = re.compile(r"[rRuUbBfF]{1,2}(?=['\"])")
+_STRING_BODY = {  # unrolled loops: linear, no backtracking
+    "'": re.compile(r"[^'\\\n]*(?:\\.[^'\\\n]*)*'", re.S),
+    '"': re.compile(r'[^"\\\n]*(?:\\.[^"\\\n]*)*"', re.S),
+    "'''": re.compile(r"[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''", re.S),
+    '"""': re.compile(r'[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""', re.S),
+}
+_ESCAPE = re.compile(r"\\(\n|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{1,3}|.)", re.S)
+_SIMPLE = {"\n": "", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f",
+           "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_CONSTANTS = {"True": True, "False": False, "None": None}
+_OPEN = {"[": "]", "(": ")", "{": "}"}
+
+
+class _Stop(Exception):  # noqa: N818 - control flow inside the reader
+    def __init__(self, message: str, position: int, code: str = INVALID_JSON) -> None:
+        super().__init__(message)
+        self.message, self.position, self.code = message, position, code
+
+
+def read(body: str, *, limits: Limits = DEFAULT_LIMITS) -> FormatRead:
+    """Read a Python call list (or one call) into ``(name, arguments)`` pairs."""
+    reader = _CallReader(body, limits.max_depth)
+    try:
+        calls = reader.read_all()
+    except _Stop as stop:
+        return FormatRead(errors=[_error(body, stop)])
+    return FormatRead(calls=calls, repairs=[CLOSE_BRACKETS] if reader.completed else [])
+
+
+def _error(body: str, stop: _Stop) -> CodecError:
+    near = body[max(0, stop.position - 20):stop.position + 20]
+    return CodecError(stop.code, f"pythonic call: {stop.message}; near {near!r}",
+                      {"position": stop.position})
+
+
+class _CallReader:
+    """One pass over the text, one method per construct, in the manner of a JSON scanner."""
+
+    def __init__(self, text: str, max_depth: int) -> None:
+        self.text, self.max_depth = text, max_depth
+        self.pos = 0
+        self.completed = False  # closers were missing at the end and were supplied
+
+    # -- tokens ---------------------------------------------------------------------------
+
+    def skip(self) -> str:
+        """Skip blanks; the next character, or "" at the end."""
+        self.pos = _WS.match(self.text, self.pos).end()
+        return self.text[self.pos:self.pos + 1]
+
+    def next_item(self, closer: str, what: str) -> bool:
+        """After an item: True when another may follow (a comma was read), False when the
+        container is closed — also when the text ends there: only closers are missing, and
+        they are supplied (every enclosing container then ends the same way)."""
+        ch = self.skip()
+        if ch == ",":
+            self.pos += 1
+            return True
+        if ch == closer:
+            self.pos += 1
+        elif not ch:
+            self.completed = True
+        else:
+            raise _Stop(f"expected {closer!r} or ',' in {what}, found {ch!r}", self.pos)
+        return False
+
+    def closed(self, closer: str) -> bool:
+        """Before an item: whether the container ends here (its closer, or the text's end)."""
+        ch = self.skip()
+        if ch == closer:
+            self.pos += 1
+            return True
+        if not ch:
+            self.completed = True
+            return True
+        return False
+
+    # -- calls ----------------------------------------------------------------------------
+
+    def read_all(self) -> list[tuple[str, Any]]:
+        ch = self.skip()
+        if not ch:
+            raise _Stop("no call found", self.pos)
+        calls: list[tuple[str, Any]] = []
+        if ch == "[":
+            self.pos += 1
+            while not self.closed("]"):
+                calls.append(self.read_call())
+                if not self.next_item("]", "the call list"):
+                    break
+        else:
+            calls.append(self.read_call())
+        if self.skip() == ";":
+            self.pos += 1
+        if self.skip():
+            raise _Stop("text after the call list", self.pos)
+        return calls
+
+    def read_call(self) -> tuple[str, Any]:
+        start = self.pos
+        m = _NAME.match(self.text, self.pos)
+        if m is None:
+            raise _Stop(f"expected a function name, found {self.text[start:start + 1]!r}", start)
+        self.pos = m.end()
+        name = m.group()
+        if self.skip() != "(":
+            if self.pos >= len(self.text):
+                raise _Stop(f"the text ends after the name {name!r}", start)
+            raise _Stop(f"{name!r} is not followed by '('", self.pos)
+        self.pos += 1
+        arguments: dict[str, Any] = {}
+        index = 0
+        while not self.closed(")"):
+            index += 1
+            key, value = self.read_keyword(name, index)
+            if key in arguments:
+                raise _Stop(f"{name!r}: the argument {key!r} is given twice", self.pos)
+            arguments[key] = value
+            if not self.next_item(")", f"the arguments of {name!r}"):
+                break
+        return name, arguments
+
+    def read_keyword(self, name: str, index: int) -> tuple[str, Any]:
+        start = self.pos
+        if self.text.startswith("*", start):
+            raise _Stop(f"{name!r}: argument {index} unpacks with '*'; write each argument "
+                        "as key=value", start)
+        m = _NAME.match(self.text, start)
+        if m is not None and "." not in m.group():
+            self.pos = m.end()
+            if self.skip() == "=" and not self.text.startswith("==", self.pos):
+                self.pos += 1
+                return m.group(), self.read_value(1)
+            self.pos = start
+        raise _Stop(f"{name!r}: argument {index} is positional; name it "
+                    f"({name}(key=…))", start)
+
+    # -- values ---------------------------------------------------------------------------
+
+    def read_value(self, depth: int) -> Any:
+        """A literal value (never an expression)."""
+        ch = self.skip()
+        start = self.pos
+        if not ch:
+            raise _Stop("the text ends where a value should be", start)
+        if ch in _OPEN:
+            if depth > self.max_depth:
+                raise _Stop(f"values nest more than {self.max_depth} levels deep", start,
+                            NESTING_TOO_DEEP)
+            self.pos += 1
+            value = self.read_dict(depth) if ch == "{" else self.read_sequence(_OPEN[ch], depth)
+        else:
+            value = self.read_scalar(ch, start)
+        self.check_operator(start)
+        return value
+
+    def check_operator(self, start: int) -> None:
+        ch = self.skip()
+        if ch and ch in "+-*/%@<>=!&|^~.([":
+            raise _Stop("an expression, not a literal value; send the value itself "
+                        "(expressions are never evaluated)", start)
+
+    def read_scalar(self, ch: str, start: int) -> Any:
+        prefix = _PREFIX.match(self.text, start)
+        if ch in "'\"" or prefix is not None:
+            return self.read_strings()
+        m = _NUMBER.match(self.text, start)
+        if m is not None and m.group() not in ("+", "-"):
+            self.pos = m.end()
+            if self.pos >= len(self.text):
+                raise _Stop("the text ends inside a number", start)
+            return self.number(m.group(), start)
+        m = _NAME.match(self.text, start)
+        if m is not None:
+            self.pos = m.end()
+            if m.group() in _CONSTANTS and self.pos < len(self.text):
+                return _CONSTANTS[m.group()]
+            if self.pos >= len(self.text):
+                raise _Stop("the text ends inside a name", start)
+            raise _Stop(f"{m.group()!r} is a name, not a literal value (names are never "
+                        "looked up)", start)
+        raise _Stop(f"expected a value, found {ch!r}", start)
+
+    def number(self, literal: str, start: int) -> Any:
+        text = literal.replace("_", "")
+        digits = text.lstrip("+-")
+        if digits[:2] in ("0x", "0X"):
+            text = text[:len(text) - len(digits)] + str(int(digits, 16))
+        repairs: dict[str, None] = {}
+        value = to_number(text, any(c in text for c in ".eE"), repairs)
+        if repairs:  # beyond a float's range
+            raise _Stop(f"the number {literal} is too large to send", start)
+        return value
+
+    def read_strings(self) -> str:
+        """One string literal, or several written next to each other (joined, as Python does)."""
+        parts = [self.read_string()]
+        while self.skip() and (self.text[self.pos] in "'\""
+                               or _PREFIX.match(self.text, self.pos) is not None):
+            parts.append(self.read_string())
+        return "".join(parts)
+
+    def read_string(self) -> str:
+        start = self.pos
+        prefix = _PREFIX.match(self.text, start)
+        flags = prefix.group().lower() if prefix else ""
+        if "f" in flags or "b" in flags:
+            raise _Stop("f-strings and bytes are not literal text values", start)
+        self.pos = prefix.end() if prefix else start
+        quote = self.text[self.pos:self.pos + 3]
+        if quote not in ("'''", '"""'):
+            quote = quote[:1]
+        self.pos += len(quote)
+        m = _STRING_BODY[quote].match(self.text, self.pos)
+        if m is None:
+            raise _Stop("a string is never closed (the text may have been cut off)", start)
+        raw = self.text[self.pos:m.end() - len(quote)]
+        self.pos = m.end()
+        return raw if "r" in flags else _unescape(raw)
+
+    def read_sequence(self, closer: str, depth: int) -> list[Any]:
+        items: list[Any] = []
+        while not self.closed(closer):
+            items.append(self.read_value(depth + 1))
+            if not self.next_item(closer, "a list"):
+                break
+        return items
+
+    def read_dict(self, depth: int) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        while not self.closed("}"):
+            start = self.pos
+            key = self.read_value(depth + 1)
+            if not isinstance(key, str):
+                raise _Stop("a dict key must be a string (JSON has no other keys)", start)
+            if self.skip() != ":":
+                where = "the text ends" if self.pos >= len(self.text) else "expected ':'"
+                raise _Stop(f"{where} after the key {key!r}", self.pos)
+            self.pos += 1
+            result[key] = self.read_value(depth + 1)
+            if not self.next_item("}", "a dict"):
+                break
+        return result
+
+
+def _unescape(raw: str) -> str:
+    if "\\" not in raw:
+        return raw
+    return _ESCAPE.sub(_escape, raw)
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = m.group(1)
+    if code in _SIMPLE:
+        return _SIMPLE[code]
+    if code[0] in "xuU":
+        return _char(int(code[1:], 16))
+    if code[0] in "01234567":
+        return _char(int(code, 8))
+    return "\\" + code  # Python keeps an unknown escape as written
+
+
+def _char(point: int) -> str:
+    return chr(point) if point <= 0x10FFFF else "\ufffd"

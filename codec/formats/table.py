@@ -1,0 +1,103 @@
+"""The marker formats: which special tokens start and end a block of each model family's calls,
+and which reader reads its body. One table, read by the engine (openers and closers), by the
+codec (dispatch) and by the README's format table.
+
+A format's *id* is what ``Call.format`` says for a call read from it. The formats the engine
+knows without this table (``hermes``, ``qwen_xml``, ``glm``, ``tool_tag``, ``yaml_tag``,
+``tool_element``, ``json`` and ``pythonic`` in prose) are listed in ``BUILTIN``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerFormat:
+    """A family whose calls sit between special tokens.
+
+    ``body`` names the reader: ``"json"`` (the codec's JSON path: one call or a list),
+    ``"json_or_pythonic"`` (JSON if the body starts with ``{``/``[{``, else Python calls), or a
+    module of ``codec.formats``. With ``keep_opener`` the opener is part of the body (a call
+    token seen without its section token). With ``next_opener_ends`` a new opener of the same
+    format ends the block. ``open_ended`` formats have no end token at all: the end of the
+    generation ends them and is not a repair. ``needs_body`` openers that are ordinary words
+    count only when JSON follows them, so prose that names them stays prose.
+    """
+
+    id: str
+    openers: tuple[str, ...]
+    closers: tuple[str, ...] = ()
+    body: str = "json"
+    keep_opener: bool = False
+    next_opener_ends: bool = False
+    open_ended: bool = False
+    needs_body: bool = False
+
+
+_DS_BAR, _DS_SP = "\uff5c", "\u2581"  # DeepSeek's token spelling: ｜ and ▁
+
+
+def _deepseek(token: str) -> tuple[str, ...]:
+    """A DeepSeek token as the model writes it, and as servers that re-spell it print it."""
+    native = "<" + _DS_BAR + token.replace("_", _DS_SP) + _DS_BAR + ">"
+    return tuple(dict.fromkeys((native, f"<|{token.replace('_', _DS_SP)}|>", f"<|{token}|>")))
+
+
+MARKER_FORMATS: tuple[MarkerFormat, ...] = (
+    MarkerFormat("kimi_k2", ("<|tool_calls_section_begin|>",), ("<|tool_calls_section_end|>",),
+                 body="kimi"),
+    MarkerFormat("kimi_k2", ("<|tool_call_begin|>",), ("<|tool_calls_section_end|>",),
+                 body="kimi", keep_opener=True),
+    MarkerFormat("deepseek", _deepseek("tool_calls_begin"), _deepseek("tool_calls_end"),
+                 body="deepseek"),
+    MarkerFormat("deepseek", _deepseek("tool_call_begin"), _deepseek("tool_calls_end"),
+                 body="deepseek", keep_opener=True),
+    MarkerFormat("deepseek_dsml", (f"<{_DS_BAR}DSML{_DS_BAR}function_calls>",),
+                 (f"</{_DS_BAR}DSML{_DS_BAR}function_calls>",), body="dsml"),
+    MarkerFormat("mistral", ("[TOOL_CALLS]",), body="mistral", next_opener_ends=True,
+                 open_ended=True),
+    MarkerFormat("harmony", ("<|channel|>commentary to=", "<|start|>assistant to=",
+                             "<|channel|>analysis to="),
+                 ("<|call|>", "<|end|>", "<|return|>"), body="harmony"),
+    MarkerFormat("minimax", ("<minimax:tool_call>",), ("</minimax:tool_call>",), body="invoke"),
+    MarkerFormat("dots", ("<dots_function_call>",), ("</dots_function_call>",), body="invoke"),
+    MarkerFormat("seed_oss", ("<seed:tool_call>",), ("</seed:tool_call>",), body="qwen_xml"),
+    MarkerFormat("lfm2", ("<|tool_call_start|>",), ("<|tool_call_end|>",),
+                 body="json_or_pythonic"),
+    MarkerFormat("llama", ("<|python_tag|>",), ("<|eom_id|>", "<|eot_id|>"),
+                 body="json_or_pythonic", open_ended=True),
+    MarkerFormat("granite", ("<|tool_call|>",), body="json", open_ended=True,
+                 next_opener_ends=True),
+    MarkerFormat("granite_fc", ("<function_call>",), ("</function_call>",), body="json",
+                 next_opener_ends=True, open_ended=True, needs_body=True),
+    MarkerFormat("internlm", ("<|action_start|><|plugin|>",), ("<|action_end|>",), body="json"),
+    MarkerFormat("tool_calls", ("<tool_calls>",), ("</tool_calls>",), body="json",
+                 needs_body=True),
+    MarkerFormat("longcat", ("<longcat_tool_call>",), ("</longcat_tool_call>",), body="json"),
+    MarkerFormat("gigachat", ("function call<|role_sep|>",), body="json", open_ended=True),
+)
+
+# Formats read without a table entry, for ``formats=`` and the docs.
+BUILTIN = ("hermes", "qwen_xml", "glm", "tool_tag", "yaml_tag", "tool_element", "json",
+           "pythonic")
+ALL_FORMATS = tuple(dict.fromkeys(BUILTIN + tuple(f.id for f in MARKER_FORMATS)))
+
+# Tokens a server may leave at the very end of a generation; never part of a call's body.
+END_OF_GENERATION = ("</s>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>",
+                     "<|end_of_text|>", "<|return|>", f"<{_DS_BAR}end{_DS_SP}of{_DS_SP}sentence"
+                     f"{_DS_BAR}>", "<|end▁of▁sentence|>", "[/TOOL_CALLS]")
+
+
+def marker_formats(enabled: frozenset[str] | None) -> tuple[MarkerFormat, ...]:
+    """The marker formats in ``enabled`` (all of them for None)."""
+    return tuple(f for f in MARKER_FORMATS if enabled is None or f.id in enabled)
+
+
+def strip_end_tokens(body: str) -> str:
+    """``body`` without a trailing end-of-generation token (and the blanks around it)."""
+    stripped = body.rstrip()
+    for token in END_OF_GENERATION:
+        if stripped.endswith(token):
+            return stripped[:-len(token)].rstrip()
+    return body
