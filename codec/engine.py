@@ -50,6 +50,7 @@ _MORE_CALLS = regex.compile(r"[ \t\r\n,;]*(?:[\[{]|[A-Za-z_][\w.\-]{0,63}[ \t]*"
 _END_TOKEN = regex.compile(r"[ \t\r\n]*(?:" + "|".join(
     regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True)) + ")")
 HEAD_WINDOW = 160  # characters that decide whether a body that starts with a word is a call
+_CALL_HEAD = re.compile(r"[ \t\r\n]*[A-Za-z_][\w.]{0,127}[ \t]*\(")
 _NAMED_BODY = {"tool_call": glm.TEXT_HEAD, "tool_tag": yamlbody.TEXT_HEAD}
 MAX_CANDIDATES = 32  # JSON candidates tried per stretch of prose between blocks
 CALL_MARKERS = ("functools",)  # a word before JSON in prose that says "this is a call"
@@ -277,7 +278,8 @@ class Engine:
         token = m.group("marker")
         fmt = self.codec._openers.markers[token]
         if fmt.needs_body:
-            follows = self._body_check(m.end(), final, json_only=True)
+            follows = self._body_check(m.end(), final, json_only=True,
+                                       head=_CALL_HEAD if fmt.needs_body == "call" else None)
             if follows is None:
                 self._free_text(self.pos, m.start(), final, at_end=False)
                 return False

@@ -77,6 +77,9 @@ EXAMPLES = [
     ("dots", '<dots_function_call><invoke name="search"><parameter name="q">cats & dogs'
              "</parameter></invoke></dots_function_call>", [SEARCH]),
     ("lfm2", "<|tool_call_start|>[search(q='cats & dogs')]<|tool_call_end|>", [SEARCH]),
+    ("olmo", "<function_calls>get_weather(city='Oslo', days=2)\nsearch(q='cats & dogs')"
+             "</function_calls>", [WEATHER, SEARCH]),
+    ("llama", "<|python_start|>[search(q='cats & dogs')]<|python_end|>", [SEARCH]),
     ("llama", '<|python_tag|>{"name": "search", "parameters": {"q": "cats & dogs"}}<|eom_id|>',
      [SEARCH]),
     ("granite", '<|tool_call|>[{"name": "search", "arguments": {"q": "cats & dogs"}}]',

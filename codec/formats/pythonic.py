@@ -24,6 +24,9 @@ from codec.jsonscan import to_number
 from codec.limits import DEFAULT_LIMITS, Limits
 
 CLOSE_BRACKETS = "pythonic.close_brackets"
+RAW_NEWLINE = "pythonic.raw_newline"  # a line break inside a '…' string (Python wants \n)
+JSON_LITERAL = "pythonic.json_literal"  # true/false/null for True/False/None
+SET_AS_LIST = "pythonic.set_as_list"  # {'a', 'b'}: JSON has no sets
 
 _WS = re.compile(r"[ \t\r\n]*")
 _NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -32,8 +35,8 @@ _NUMBER = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F](?:_?[0-9a-fA-F])*"
                      r"(?:[eE][-+]?\d(?:_?\d)*)?)")
 _PREFIX = re.compile(r"[rRuUbBfF]{1,2}(?=['\"])")
 _STRING_BODY = {  # unrolled loops: linear, no backtracking
-    "'": re.compile(r"[^'\\\n]*(?:\\.[^'\\\n]*)*'", re.S),
-    '"': re.compile(r'[^"\\\n]*(?:\\.[^"\\\n]*)*"', re.S),
+    "'": re.compile(r"[^'\\]*(?:\\.[^'\\]*)*'", re.S),
+    '"': re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.S),
     "'''": re.compile(r"[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''", re.S),
     '"""': re.compile(r'[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""', re.S),
 }
@@ -41,6 +44,7 @@ _ESCAPE = re.compile(r"\\(\n|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-
 _SIMPLE = {"\n": "", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f",
            "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _CONSTANTS = {"True": True, "False": False, "None": None}
+_JSON_CONSTANTS = {"true": True, "false": False, "null": None}
 _OPEN = {"[": "]", "(": ")", "{": "}"}
 
 
@@ -57,7 +61,9 @@ def read(body: str, *, limits: Limits = DEFAULT_LIMITS) -> FormatRead:
         calls = reader.read_all()
     except _Stop as stop:
         return FormatRead(errors=[_error(body, stop)])
-    return FormatRead(calls=calls, repairs=[CLOSE_BRACKETS] if reader.completed else [])
+    if reader.completed:
+        reader.repairs[CLOSE_BRACKETS] = None
+    return FormatRead(calls=calls, repairs=list(reader.repairs))
 
 
 def _error(body: str, stop: _Stop) -> CodecError:
@@ -73,6 +79,7 @@ class _CallReader:
         self.text, self.max_depth = text, max_depth
         self.pos = 0
         self.completed = False  # closers were missing at the end and were supplied
+        self.repairs: dict[str, None] = {}
 
     # -- tokens ---------------------------------------------------------------------------
 
@@ -121,8 +128,10 @@ class _CallReader:
                 calls.append(self.read_call())
                 if not self.next_item("]", "the call list"):
                     break
-        else:
+        else:  # calls without a list: one, or several on their own lines
             calls.append(self.read_call())
+            while self.skip() and self.text[self.pos] != ";" and _NAME.match(self.text, self.pos):
+                calls.append(self.read_call())
         if self.skip() == ";":
             self.pos += 1
         if self.skip():
@@ -208,6 +217,9 @@ class _CallReader:
             self.pos = m.end()
             if m.group() in _CONSTANTS and self.pos < len(self.text):
                 return _CONSTANTS[m.group()]
+            if m.group() in _JSON_CONSTANTS and self.pos < len(self.text):
+                self.repairs[JSON_LITERAL] = None
+                return _JSON_CONSTANTS[m.group()]
             if self.pos >= len(self.text):
                 raise _Stop("the text ends inside a name", start)
             raise _Stop(f"{m.group()!r} is a name, not a literal value (names are never "
@@ -248,6 +260,8 @@ class _CallReader:
         if m is None:
             raise _Stop("a string is never closed (the text may have been cut off)", start)
         raw = self.text[self.pos:m.end() - len(quote)]
+        if len(quote) == 1 and "\n" in raw:
+            self.repairs[RAW_NEWLINE] = None
         self.pos = m.end()
         return raw if "r" in flags else _unescape(raw)
 
@@ -259,11 +273,13 @@ class _CallReader:
                 break
         return items
 
-    def read_dict(self, depth: int) -> dict[str, Any]:
+    def read_dict(self, depth: int) -> dict[str, Any] | list[Any]:
         result: dict[str, Any] = {}
         while not self.closed("}"):
             start = self.pos
             key = self.read_value(depth + 1)
+            if not result and self.skip() in (",", "}"):  # {'a', 'b'}: a set
+                return self.read_set(key, depth)
             if not isinstance(key, str):
                 raise _Stop("a dict key must be a string (JSON has no other keys)", start)
             if self.skip() != ":":
@@ -274,6 +290,14 @@ class _CallReader:
             if not self.next_item("}", "a dict"):
                 break
         return result
+
+
+    def read_set(self, first: Any, depth: int) -> list[Any]:
+        self.repairs[SET_AS_LIST] = None
+        items = [first]
+        while self.next_item("}", "a set") and not self.closed("}"):
+            items.append(self.read_value(depth + 1))
+        return items
 
 
 def _unescape(raw: str) -> str:

@@ -22,7 +22,8 @@ class MarkerFormat:
     token seen without its section token). With ``next_opener_ends`` a new opener of the same
     format ends the block. ``open_ended`` formats have no end token at all: the end of the
     generation ends them and is not a repair. ``needs_body`` openers that are ordinary words
-    count only when JSON follows them, so prose that names them stays prose.
+    count only when a body follows them (JSON; for ``"call"``, a Python call), so prose that
+    names them stays prose.
     """
 
     id: str
@@ -32,7 +33,7 @@ class MarkerFormat:
     keep_opener: bool = False
     next_opener_ends: bool = False
     open_ended: bool = False
-    needs_body: bool = False
+    needs_body: str = ""  # "" | "json" | "call"
 
 
 _DS_BAR, _DS_SP = "\uff5c", "\u2581"  # DeepSeek's token spelling: ｜ and ▁
@@ -67,13 +68,16 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
                  body="json_or_pythonic"),
     MarkerFormat("llama", ("<|python_tag|>",), ("<|eom_id|>", "<|eot_id|>"),
                  body="json_or_pythonic", open_ended=True),
+    MarkerFormat("llama", ("<|python_start|>",), ("<|python_end|>",), body="json_or_pythonic"),
+    MarkerFormat("olmo", ("<function_calls>",), ("</function_calls>",), body="pythonic",
+                 needs_body="call"),
     MarkerFormat("granite", ("<|tool_call|>",), body="json", open_ended=True,
                  next_opener_ends=True),
     MarkerFormat("granite_fc", ("<function_call>",), ("</function_call>",), body="json",
-                 next_opener_ends=True, open_ended=True, needs_body=True),
+                 next_opener_ends=True, open_ended=True, needs_body="json"),
     MarkerFormat("internlm", ("<|action_start|><|plugin|>",), ("<|action_end|>",), body="json"),
     MarkerFormat("tool_calls", ("<tool_calls>",), ("</tool_calls>",), body="json",
-                 needs_body=True),
+                 needs_body="json"),
     MarkerFormat("longcat", ("<longcat_tool_call>",), ("</longcat_tool_call>",), body="json"),
     MarkerFormat("gigachat", ("function call<|role_sep|>",), body="json", open_ended=True),
 )
