@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -104,6 +105,12 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
             parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
     return Openers(regex.compile("|".join(parts)), markers,
                    {t: _end_pattern(f) for t, f in markers.items()})
+
+
+@lru_cache(maxsize=256)
+def _tag_pattern(name: str) -> Any:
+    """Opening, closing and self-closing tags of one tool's name."""
+    return regex.compile(rf"<(?P<close>/[ \t]*)?{regex.escape(name)}(?=[\s>/])[^<>]{{0,64}}>")
 
 
 def _end_pattern(fmt: MarkerFormat) -> Any:
@@ -365,6 +372,8 @@ class Engine:
             return self._tool_call_end(cur, final)
         if cur.kind == "marker":
             return self._marker_end(cur, final)
+        if cur.kind == "tool_tag":
+            return self._tool_tag_end(cur, final)
         closer = f"</{cur.tag}>" if cur.kind == "tool_tag" else _CLOSERS[cur.kind]
         close = text.find(closer, cur.scan)
         if close >= 0:
@@ -374,6 +383,31 @@ class Engine:
             return len(text), len(text), False
         cur.scan = max(cur.body_start, len(text) - len(closer) + 1)
         return None
+
+    def _tool_tag_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
+        """A tool tag ends at its matching close tag: a parameter named like the tool
+        (``<s><s>10</s></s>``) nests; ``<NAME/>`` is a whole call."""
+        text = self.text
+        if cur.scan == cur.body_start:  # the opening tag itself
+            opening = _tag_pattern(cur.tag).match(text, cur.start)
+            if opening.group().endswith("/>"):
+                return opening.end(), opening.end(), True
+            cur.scan, cur.depth = opening.end(), 1
+        pattern = _tag_pattern(cur.tag)
+        while True:
+            m = pattern.search(text, cur.scan, partial=not final)
+            if m is None or m.partial:
+                if final:
+                    return len(text), len(text), False
+                cur.scan = len(text) if m is None else m.start()
+                return None
+            cur.scan = m.end()
+            if m.group("close"):
+                cur.depth -= 1
+                if cur.depth == 0:
+                    return m.end(), m.end(), True
+            elif not m.group().endswith("/>"):
+                cur.depth += 1
 
     def _marker_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         fmt = self.codec._openers.markers[cur.tag]

@@ -64,7 +64,7 @@ RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
 # cause. Envelopes past the limit stay in content, with one ``payload_too_large`` error.
 MAX_CALLS = 128
 _TOOL_CALL_CLOSE = "</tool_call>"
-_FUNCTION_OPEN = re.compile(r"<function=")
+_FUNCTION_OR_CDATA = re.compile(r"<function=|<!\[CDATA\[.*?(?:\]\]>|\Z)", re.S)
 _LINE_COL = re.compile(r"\(line \d+, column \d+\)")
 _JSON_START = re.compile(r"\s*(?:\{|\[\s*\{|\[\s*\])")
 _HARMONY_CHANNEL = re.compile(r"<\|channel\|>[a-z]*")
@@ -574,8 +574,12 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
 
 
 def _split_functions(payload: str) -> list[str]:
-    """One ``<tool_call>`` may hold several ``<function=…>`` calls: one part per call."""
-    starts = [m.start() for m in _FUNCTION_OPEN.finditer(payload)]
+    """One ``<tool_call>`` may hold several ``<function=…>`` calls: one part per call. A
+    ``<function=`` inside a CDATA section is text, not a call."""
+    starts = []
+    for m in _FUNCTION_OR_CDATA.finditer(payload):
+        if m.group() == "<function=":
+            starts.append(m.start())
     if len(starts) < 2:
         return [payload]
     starts[0] = 0

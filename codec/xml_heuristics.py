@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from codec.errors import INVALID_XML, CodecError
 from codec.heuristics import HeuristicContext, HeuristicResult, Phase
 from codec.limits import DEFAULT_LIMITS
 from codec.xmlscan import BARE_AMP_PATTERN, NAME_PATTERN, ScanOptions, find_missing_closes
@@ -155,8 +156,9 @@ def balance_tags(text: str, options: ScanOptions) -> str:
 class DedupeTags:
     """A parameter given several times. The parser collects repeats into a list: that is the
     format's way to write an array, so it stays when the schema wants an array (or says
-    nothing). When the schema wants one value, the last one is kept and the dropped values
-    are reported in ``ctx.meta["warnings"]`` and ``ctx.meta["dropped"]``."""
+    nothing). When the schema wants one value, identical repeats are read as that value; repeats
+    that differ are refused (``invalid_xml``): for a path or a command, choosing one would be a
+    guess. That also catches a value lost to a missing slash (``<city>Oslo<city>``)."""
 
     id = "xml.dedupe_tags"
     phase: Phase = "post-parse"
@@ -170,12 +172,15 @@ class DedupeTags:
             values = args.get(name)
             if not isinstance(values, list) or not _wants_single(_property(ctx.schema, name)):
                 continue
-            args[name] = values[-1]
-            ctx.meta.setdefault("dropped", {})[name] = values[:-1]
-            ctx.meta.setdefault("warnings", []).append(
-                f"parameter {name!r} was given {len(values)} times; kept the last value and "
-                f"dropped {_preview(values[:-1])}"
-            )
+            if any(v != values[0] for v in values[1:]):
+                ctx.errors.append(CodecError(INVALID_XML, (
+                    f"{ctx.tool_name!r} call: the parameter {name!r} is given {len(values)} "
+                    f"times with different values {_preview(values)}; the schema wants one "
+                    "value, and choosing one would be a guess"), {"tool": ctx.tool_name,
+                                                                  "parameter": name}))
+                ctx.parsed = None
+                return None
+            args[name] = values[0]
         return HeuristicResult(parsed=args)
 
 

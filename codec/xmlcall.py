@@ -383,11 +383,23 @@ class _Reader:
                 continue
             if isinstance(child, Text):
                 raise _Invalid(f"text inside <{parent.name}> outside any parameter", child.start)
-            self._note_attrs(child)
-            args.setdefault(child.name, []).append(
-                self.value(child, _child_schema(self.schema, child.name))
-            )
+            name = self._parameter_name(child)
+            args.setdefault(name, []).append(self.value(child, _child_schema(self.schema, name)))
         return self._collapse(args)
+
+    def _parameter_name(self, el: Element) -> str:
+        """``<city>`` names the parameter ``city``; so does ``<param name="city">`` (also
+        ``parameter``, ``arg``, ``argument``) unless the schema has a property of that tag's
+        own name."""
+        named = el.name in _NAMING_TAGS and _name_of(el)
+        if named and _child_schema(self.schema, el.name) is None:
+            rest = {k: v for k, v in el.attrs.items() if k != "name"}
+            if rest:
+                shown = ", ".join(f"{k}={v!r}" for k, v in rest.items())
+                self.warnings.append(f"ignored attributes of <{el.name}>: {shown}")
+            return named
+        self._note_attrs(el)
+        return el.name
 
     def value(self, el: Element, schema: dict | None) -> Any:
         """A parameter's value: text, or a dict/list built from nested elements.
@@ -396,7 +408,7 @@ class _Reader:
         ``Limits.max_depth`` costs memory, not Python's recursion limit."""
         root = _Node.open(el, schema)
         if root is None:
-            return _join_text(el.children)
+            return _text_value(el, schema)
         stack = [root]
         while True:
             node = stack[-1]
@@ -406,7 +418,7 @@ class _Reader:
                 child_schema = node.child_schema(child.name)
                 sub = _Node.open(child, child_schema)
                 if sub is None:
-                    node.values.append(_join_text(child.children))
+                    node.values.append(_text_value(child, child_schema))
                 else:
                     stack.append(sub)
                 continue
@@ -473,6 +485,18 @@ class _Node:
         for child, value in zip(self.elements, self.values, strict=True):
             grouped.setdefault(child.name, []).append(value)
         return {k: v[0] if len(v) == 1 else v for k, v in grouped.items()}
+
+
+_NAMING_TAGS = frozenset({"param", "parameter", "arg", "argument"})
+
+
+def _text_value(el: Element, schema: dict | None) -> Any:
+    """A text-only element's value; blank text where an array is wanted is the empty array
+    (not ``[""]``)."""
+    text = _join_text(el.children)
+    if not text.strip() and "array" in _types(schema):
+        return []
+    return text
 
 
 def _name_of(el: Element) -> str:

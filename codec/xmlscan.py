@@ -492,7 +492,9 @@ class _Scanner:
         raw_text = self.opts.raw_text
         pos = 0
         while pos < n:
-            if len(self.stack) > 1 and self.stack[-1].name in raw_text:
+            # the call's own element (stack[1]) is never raw, even when a parameter shares
+            # its name (<s><s>10</s></s>)
+            if len(self.stack) > 2 and self.stack[-1].name in raw_text:
                 pos = self._raw(pos)
                 continue
             stop = text.find("<", pos)

@@ -580,3 +580,58 @@ def test_error_positions_count_from_the_start_of_the_input(text, found):
         dec.feed(ch)
     dec.close()
     assert [e.to_dict() for e in dec.result().errors] == [e.to_dict() for e in r.errors]
+
+
+# -- XML calls that used to come back wrong --------------------------------------------------
+
+_XML_TOOLS = [
+    {"name": "get_location", "parameters": {"type": "object"}},
+    {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "location": {"type": "string"}}}},
+    {"name": "s", "parameters": {"type": "object", "properties": {"s": {"type": "integer"}}}},
+    {"name": "alpha", "parameters": {"type": "object", "properties": {
+        "query": {"type": "string"}}}},
+    {"name": "beta", "parameters": {"type": "object"}},
+    {"name": "empty", "parameters": {"type": "object", "properties": {
+        "arr": {"type": "array", "items": {"type": "number"}}, "obj": {"type": "object"}}}},
+    {"name": "write_file", "parameters": {"type": "object", "properties": {
+        "file_path": {"type": "string"}, "contents": {"type": "string"}}}},
+    {"name": "w2", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                  "additionalProperties": True}},
+]
+
+
+@pytest.mark.parametrize("text, expected, content", [
+    ("<get_location/>", [("get_location", {})], ""),
+    ("Hi <get_location/> there", [("get_location", {})], "Hi  there"),
+    ("<get_location/><get_weather><location>Seoul</location></get_weather>",
+     [("get_location", {}), ("get_weather", {"location": "Seoul"})], ""),
+    ("<get_location   /><get_location/>", [("get_location", {})] * 2, ""),
+    ("<s><s>10</s></s>", [("s", {"s": 10})], ""),
+    ("<tool_call><function=alpha><parameter=query><![CDATA[How to use <function=beta> and "
+     "<parameter=x> tags]]></parameter></function></tool_call>",
+     [("alpha", {"query": "How to use <function=beta> and <parameter=x> tags"})], ""),
+    ("<empty><arr></arr></empty>", [("empty", {"arr": []})], ""),
+    ("<empty><arr>   </arr><obj>{}</obj></empty>", [("empty", {"arr": [], "obj": {}})], ""),
+    ('<w2><param name="city">Paris</param></w2>', [("w2", {"city": "Paris"})], ""),
+    ('<w2><parameter name="city">Paris</parameter></w2>', [("w2", {"city": "Paris"})], ""),
+    ('<w2><arg name="city">Paris</arg></w2>', [("w2", {"city": "Paris"})], ""),
+    ("<write_file><file_path>a</file_path><file_path>a</file_path></write_file>",
+     [("write_file", {"file_path": "a"})], ""),
+])
+def test_xml_calls_read_right(text, expected, content):
+    r = codec.decode(text, tools=_XML_TOOLS)
+    assert r.ok, r.errors
+    assert [(c.name, c.arguments) for c in r.calls] == expected
+    assert r.content == content
+
+
+@pytest.mark.parametrize("text, parameter", [
+    ("<get_weather><location>Seoul<location></get_weather>", "location"),
+    ("<write_file><file_path>a</file_path><file_path>b</file_path></write_file>", "file_path"),
+])
+def test_xml_values_that_would_be_lost_or_chosen_are_refused(text, parameter):
+    r = codec.decode(text, tools=_XML_TOOLS)
+    assert not r.calls and [e.code for e in r.errors] == ["invalid_xml"]
+    assert r.errors[0].details["parameter"] == parameter
+    assert r.content == text

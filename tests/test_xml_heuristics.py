@@ -188,16 +188,20 @@ SCHEMA = {
 }
 
 
-def test_dedupe_keeps_last_for_scalars_and_reports_what_it_dropped():
-    parsed = {"description": ["First", "Second"], "count": ["1", "2", "3"], "tags": ["a", "b"]}
-    c = ctx(parsed=parsed, schema=SCHEMA, meta={"xml_repeated": ["count", "description", "tags"]})
+def test_dedupe_refuses_different_values_for_a_scalar():
+    parsed = {"description": ["First", "Second"], "tags": ["a", "b"]}
+    c = ctx(parsed=parsed, schema=SCHEMA, meta={"xml_repeated": ["description", "tags"]})
     h = DedupeTags()
     assert h.applies(c)
-    out = h.run(c).parsed
-    assert out == {"description": "Second", "count": "3", "tags": ["a", "b"]}
+    assert h.run(c) is None and c.parsed is None
     assert parsed["description"] == ["First", "Second"]  # input not mutated
-    assert c.meta["dropped"] == {"description": ["First"], "count": ["1", "2"]}
-    assert any("'description' was given 2 times" in w for w in c.meta["warnings"])
+    assert "'description' is given 2 times" in c.errors[0].message
+
+
+def test_dedupe_reads_identical_repeats_of_a_scalar_as_one_value():
+    parsed = {"count": ["3", "3"], "tags": ["a", "b"]}
+    c = ctx(parsed=parsed, schema=SCHEMA, meta={"xml_repeated": ["count", "tags"]})
+    assert DedupeTags().run(c).parsed == {"count": "3", "tags": ["a", "b"]}
 
 
 def test_dedupe_keeps_lists_without_schema():

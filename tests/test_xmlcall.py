@@ -99,14 +99,18 @@ def test_function_unclosed_parameter_closes_at_next_parameter():
     assert r.arguments == {"city": "Paris", "days": 3} and r.repairs == ["xml.balance_tags"]
 
 
-def test_repeated_parameter_collects_or_keeps_last_with_warning():
+def test_repeated_parameter_collects_for_an_array_and_refuses_two_scalars():
     r = decode(
         "<function=shell><parameter=tags>a</parameter><parameter=tags>b</parameter>"
         "<parameter=command>ls</parameter><parameter=command>pwd</parameter></function>"
     )
-    assert r.arguments == {"tags": ["a", "b"], "command": "pwd"}
-    assert r.repairs == ["xml.dedupe_tags"]
-    assert any("'command' was given 2 times" in w and '["ls"]' in w for w in r.warnings)
+    assert r.arguments is None and [e.code for e in r.errors] == ["invalid_xml"]
+    assert "'command' is given 2 times" in r.errors[0].message
+    assert r.errors[0].details["parameter"] == "command"
+    same = decode("<function=shell><parameter=tags>a</parameter><parameter=tags>b</parameter>"
+                  "<parameter=command>ls</parameter><parameter=command>ls</parameter></function>")
+    assert same.arguments == {"tags": ["a", "b"], "command": "ls"}
+    assert same.repairs == ["xml.dedupe_tags"]
 
 
 @pytest.mark.parametrize(
