@@ -65,6 +65,7 @@ RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
 MAX_CALLS = 128
 _TOOL_CALL_CLOSE = "</tool_call>"
 _FUNCTION_OR_CDATA = re.compile(r"<function=|<!\[CDATA\[.*?(?:\]\]>|\Z)", re.S)
+_SEPARATORS = re.compile(r"[\s,;]*")
 _LINE_COL = re.compile(r"\(line \d+, column \d+\)")
 _JSON_START = re.compile(r"\s*(?:\{|\[\s*\{|\[\s*\])")
 _HARMONY_CHANNEL = re.compile(r"<\|channel\|>[a-z]*")
@@ -307,11 +308,31 @@ class ToolCallCodec:
         elif body == "json_or_pythonic":
             body = "pythonic"
         if body == "json":
-            return self._json_calls(payload, base)
+            return self._json_values(payload, base)
         if body == "qwen_xml":
             return self._xml_call(payload, "function", None, base)
         return self._read_calls(_read_format(body, payload, block, None, self.limits), base,
                                 payload)
+
+    def _json_values(self, payload: str, base: list[str]) -> tuple[list[Call], list[CodecError]]:
+        """One JSON call, a list of them, or several values in a row (``{…};{…}``, as Llama
+        writes parallel calls), each read like an envelope's JSON."""
+        from codec.formats.mistral import json_end
+
+        values, pos = [], _SEPARATORS.match(payload).end()
+        while pos < len(payload) and payload[pos] in "{[" and len(values) <= MAX_CALLS:
+            end = json_end(payload, pos)
+            values.append((pos, payload[pos:end]))
+            pos = _SEPARATORS.match(payload, end).end()
+        if len(values) < 2 or pos < len(payload):
+            return self._json_calls(payload, base)
+        calls: list[Call] = []
+        errors: list[CodecError] = []
+        for at, value in values:
+            got, found = self._json_calls(value, base)
+            calls += got
+            errors += _relocate(found, at, None)
+        return calls, errors
 
     def _read_calls(self, found: Any, base: list[str],
                     payload: str) -> tuple[list[Call], list[CodecError]]:

@@ -137,7 +137,7 @@ def test_fault_seconds_must_be_a_sane_number(faults_on: None, seconds: object) -
 def test_job_past_its_deadline_is_not_run(faults_on: None) -> None:
     start = time.perf_counter()
     env = run_job(job("_sleep", {"seconds": 5}, deadline=time.time() - 0.25))
-    assert time.perf_counter() - start < 0.5  # the 5 s sleep never ran
+    assert time.perf_counter() - start < 4  # the 5 s sleep never ran (generous: busy machine)
     assert env["status"] == "timeout"
     assert env["error"]["code"] == "timeout"
     assert env["error"]["job_id"] == "job-1"

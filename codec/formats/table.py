@@ -79,7 +79,11 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     MarkerFormat("tool_calls", ("<tool_calls>",), ("</tool_calls>",), body="json",
                  needs_body="json"),
     MarkerFormat("longcat", ("<longcat_tool_call>",), ("</longcat_tool_call>",), body="json"),
-    MarkerFormat("gigachat", ("function call<|role_sep|>",), body="json", open_ended=True),
+    MarkerFormat("gigachat", ("<|message_sep|>\n\nfunction call<|role_sep|>",
+                              "<|message_sep|>\nfunction call<|role_sep|>",
+                              "<|message_sep|>function call<|role_sep|>",
+                              "function call<|role_sep|>", "<|function_call|>"),
+                 body="json", open_ended=True),
 )
 
 # Formats read without a table entry, for ``formats=`` and the docs.
