@@ -16,14 +16,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 
 import peers_toolcall_report as report  # noqa: E402
 
-# format: (calls floor, calls+content floor); measured 2026-11: hermes 70.2 / 60.7,
-# json 81.0 / 71.4, morph_xml 49.5 / 47.7, qwen_xml 70.8 / 55.6 (percent).
+# format: (calls floor, calls+content floor), a few points under the rates measured when each
+# format landed (2026-11: hermes 71.4/65.5, json 81.0/76.2, morph_xml 57.8/52.3, qwen_xml
+# 72.2/56.9, pythonic 96.9/95.3, glm4_moe 86.7/82.2, kimi_k2 100/100, mistral 100/100,
+# yaml_xml 66.7/59.0, gigachat3 87.5/79.2; overall 77.4/71.4).
 FLOORS = {
     "hermes": (0.66, 0.56),
     "json": (0.76, 0.66),
-    "morph_xml": (0.45, 0.43),
-    "qwen_xml": (0.66, 0.51),
+    "morph_xml": (0.53, 0.48),
+    "qwen_xml": (0.68, 0.52),
+    "pythonic": (0.92, 0.90),
+    "glm4_moe": (0.82, 0.77),
+    "kimi_k2": (0.95, 0.95),
+    "mistral": (0.95, 0.95),
+    "yaml_xml": (0.62, 0.54),
+    "gigachat3": (0.83, 0.75),
 }
+OVERALL_FLOOR = (0.74, 0.68)
 
 CASES = report.load_cases()
 pytestmark = pytest.mark.skipif(not CASES, reason="peer vectors not available")
@@ -31,7 +40,7 @@ pytestmark = pytest.mark.skipif(not CASES, reason="peer vectors not available")
 
 @pytest.fixture(scope="module")
 def outcomes():
-    return report.run_all([c for c in CASES if c["format"] in FLOORS])
+    return report.run_all(CASES)
 
 
 @pytest.mark.parametrize("fmt", sorted(FLOORS))
@@ -40,6 +49,12 @@ def test_claimed_format_meets_floor(outcomes, fmt):
     calls_floor, content_floor = FLOORS[fmt]
     assert calls / n >= calls_floor, f"{fmt}: calls {calls}/{n}"
     assert content / n >= content_floor, f"{fmt}: calls+content {content}/{n}"
+
+
+def test_every_format_together_meets_the_overall_floor(outcomes):
+    n = len(outcomes)
+    assert sum(o.calls_ok for o in outcomes) / n >= OVERALL_FLOOR[0]
+    assert sum(o.content_ok for o in outcomes) / n >= OVERALL_FLOOR[1]
 
 
 def test_no_case_hits_an_internal_error(outcomes):
