@@ -34,6 +34,7 @@ __all__ = ["repair_json", "repair_json_prefix"]
 _VALUE, _AFTER, _KEY = 0, 1, 2
 _NUMBER_START = frozenset("-0123456789")
 _OPERATORS = frozenset("+*/%")
+_STRUCTURE_IN_TAIL = re.compile(r"[\"{}\[\]]")
 _VALUE_OPENERS = frozenset("{[") | scan.QUOTES | frozenset("｛［")
 # Where prose ends and JSON (or a fence around it) begins.
 _PROSE_STOP = re.compile(r"[{\[｛［]|```")
@@ -322,9 +323,13 @@ class _Reader:
                 break
             pos += 1
         if c in _VALUE_OPENERS or c in _NUMBER_START:
-            rep[scan.EXTRA_VALUES] = None
-        else:
-            rep[scan.SURROUNDING_TEXT] = None
+            raise ScanFailure(INVALID_JSON, pos, "more JSON follows the complete value; keeping "
+                              "one and dropping the rest would lose data")
+        if _STRUCTURE_IN_TAIL.search(text, pos) is not None:
+            raise ScanFailure(INVALID_JSON, pos, "text with quotes or brackets follows the "
+                              "complete value (a quote inside a string, or more members?); "
+                              "dropping it could lose data")
+        rep[scan.SURROUNDING_TEXT] = None
 
     def parse(self, pos: int) -> tuple[Any, int]:
         """Read one value starting at ``pos``; return it and the offset just past it.
@@ -429,7 +434,12 @@ class _Reader:
                         continue
                     if top is None:
                         raise ScanFailure(INVALID_JSON, pos, f"expected a JSON value, found {c!r}")
-                    value, open_lists = _close_mismatched(stack, keys, c, open_lists, rep)
+                    more = self._comma_next(pos + 1)
+                    if more and not _kind_open(c, stack, open_lists):  # closes nothing
+                        rep[scan.STRAY_CLOSER] = None
+                        pos += 1
+                        continue
+                    value, open_lists = _close_mismatched(stack, keys, c, open_lists, rep, more)
                     top = stack[-1] if stack else None
                     pos, state = pos + 1, _AFTER
                     continue
@@ -454,6 +464,8 @@ class _Reader:
                     if is_list:
                         top.append(value)
                     else:
+                        if keys[-1] in top:
+                            _duplicate(keys[-1], vstart)
                         top[keys[-1]] = value
                 # hot path: more well-formed scalar items or members, one regex match each
                 if is_list:
@@ -465,6 +477,8 @@ class _Reader:
                 else:
                     m = next_member(text, pos)
                     while m is not None:
+                        if m.group(1) in top:
+                            _duplicate(m.group(1), m.start())
                         top[m.group(1)] = _scalar(m, 2, rep)
                         pos = m.end()
                         m = next_member(text, pos)
@@ -487,7 +501,12 @@ class _Reader:
                     open_lists -= is_list
                     top = stack[-1] if stack else None
                 elif c in "]}":
-                    value, open_lists = _close_mismatched(stack, keys, c, open_lists, rep)
+                    more = self._comma_next(pos)
+                    if more and not _kind_open(c, stack, open_lists):  # closes nothing
+                        rep[scan.STRAY_CLOSER] = None
+                        value = scan.SKIP  # still just after the value already stored
+                        continue
+                    value, open_lists = _close_mismatched(stack, keys, c, open_lists, rep, more)
                     top = stack[-1] if stack else None
                 elif c in _OPERATORS:
                     self._refuse_operator(pos - 1, vstart)
@@ -535,10 +554,16 @@ class _Reader:
                 pos += 1
                 continue
             if c == "]":
-                value, open_lists = _close_mismatched(stack, keys, c, open_lists, rep)
+                more = self._comma_next(pos + 1)
+                if more and not _kind_open(c, stack, open_lists):  # closes nothing
+                    rep[scan.STRAY_CLOSER] = None
+                    pos += 1
+                    continue
+                value, open_lists = _close_mismatched(stack, keys, c, open_lists, rep, more)
                 top = stack[-1] if stack else None
                 pos, state = pos + 1, _AFTER
                 continue
+            bare_key = c not in scan.QUOTES
             if c in scan.QUOTES:
                 key, pos, closed = scan.scan_string(text, pos, scan.KEY, rep)
                 if not closed:
@@ -561,11 +586,18 @@ class _Reader:
                 pos += 1
                 state = _VALUE
             elif c in ",}":
+                if bare_key:  # `{invalid json}`: prose, not a key whose value is missing
+                    raise ScanFailure(INVALID_JSON, pos, f"`{key}` has no ':' and no value; "
+                                      "it is not a key of this object")
                 rep[scan.MISSING_VALUE] = None  # `{"a", "b": 1}`: the key alone reads as null
                 value, state = None, _AFTER
             else:
                 rep[scan.MISSING_COLON] = None
                 state = _VALUE
+
+    def _comma_next(self, pos: int) -> bool:
+        """Whether the next significant character (blanks and comments skipped) is a comma."""
+        return self._significant(pos)[1] == ","
 
     def _bare_key(self, pos: int) -> tuple[Any, int]:
         m = scan.KEY_REGION.match(self.text, pos)
@@ -621,17 +653,29 @@ def _close_all(stack: list[Any], keys: list[Any]) -> Any:
     return value
 
 
+def _duplicate(key: Any, pos: int) -> None:
+    raise ScanFailure(INVALID_JSON, pos, f"the key {key!r} appears twice in one object; the "
+                      "repaired text would keep only one of its values")
+
+
+def _kind_open(closer: str, stack: list[Any], open_lists: int) -> bool:
+    """Whether a container that ``closer`` would close is open at all."""
+    return open_lists > 0 if closer == "]" else len(stack) - open_lists > 0
+
+
 def _close_mismatched(stack: list[Any], keys: list[Any], closer: str, open_lists: int,
-                      repairs: scan.Repairs) -> tuple[Any, int]:
+                      repairs: scan.Repairs, more: bool) -> tuple[Any, int]:
     """Handle a closer that does not match the innermost container.
 
-    If a container of the closer's kind is open further out, everything inside it is closed
-    with it (`[{"a": 1]`); otherwise the closer is read as the innermost one's (`{"a": 1]`).
+    When more members or items follow (``more``: a comma comes next), it closes the innermost
+    container only, so that what follows is still read (`{"a": [1, 2}, "b": 3}`). Otherwise, if
+    a container of the closer's kind is open further out, everything inside it is closed with
+    it (`[{"a": 1]`); if none is, the closer is read as the innermost one's (`{"a": 1]`).
     Returns ``(closed container, open_lists)``.
     """
     repairs[scan.MISMATCHED_BRACKET] = None
     want = list if closer == "]" else dict
-    has_kind = open_lists > 0 if want is list else len(stack) - open_lists > 0
+    has_kind = _kind_open(closer, stack, open_lists) and not more
     while True:
         value = stack.pop()
         keys.pop()

@@ -43,7 +43,8 @@ UNCLOSED_STRING = "json.unclosed_string"  # the text ended inside a string: it m
 DANGLING_KEY = "json.dangling_key_dropped"
 MISMATCHED_BRACKET = "json.mismatched_bracket"
 EXTRA_CLOSING = "json.extra_closing_bracket"
-EXTRA_VALUES = "json.extra_values_ignored"
+STRAY_CLOSER = "json.stray_closer"
+CUT_VALUE = "json.cut_value_dropped"
 ELLIPSIS = "json.ellipsis"
 BIDI_REMOVED = "text.bidi_removed"
 NFKC = "text.nfkc"
@@ -88,7 +89,8 @@ VALUE_REGION = re.compile(r'[^,}\]\n\r"，｝］]*')
 KEY_REGION = re.compile(r"[^:,{}\[\]\n\r\"'“”‘’＂：，｛｝［］]*")
 # Inside a bare scalar `/*` opens a comment; `//` only at its start or after a blank
 # (so "https://…" stays whole).
-REGION_COMMENT = re.compile(r"/\*|(?:^|(?<=\s))//")
+REGION_COMMENT = re.compile(r"/\*|(?:^|(?<=[\s\d]))//")  # `1// c`, not `http://x`
+LINE_END = re.compile(r"[\r\n]")
 # After an inner `, "` in a value string: does a `key":` follow? Bounded, so linear.
 KEY_AHEAD = re.compile(r'[^"\\\n,:{}\[\]]{1,80}"[ \t]*:')
 
@@ -140,8 +142,8 @@ def skip_blank(text: str, pos: int, repairs: Repairs) -> int:
         if c == "/":
             nxt = text[pos + 1 : pos + 2]
             if nxt == "/":
-                end = text.find("\n", pos)
-                pos = n if end < 0 else end
+                m = LINE_END.search(text, pos)  # \n, \r or \r\n ends a line comment
+                pos = n if m is None else m.start()
             elif nxt == "*":
                 end = text.find("*/", pos + 2)
                 pos = n if end < 0 else end + 2
@@ -342,10 +344,26 @@ def read_bare(text: str, pos: int, ctx: int, repairs: Repairs) -> tuple[Any, int
         word = s.partition(" ")[0]
         if word in _CASE_LITERALS and len(word) < len(s):
             return _CASE_LITERALS[word], pos + len(word)
+    if end >= len(text) and ctx != ROOT and not any(ch.isalnum() for ch in s):
+        repairs[CUT_VALUE] = None  # `[1, -`: a number cut off by the end of the output
+        return SKIP, end
+    _refuse_bare(s, pos)
     repairs[UNQUOTED_VALUE] = None
     if end < len(text) and text[end] == '"' and _closes(text, end + 1, ctx):
+        if MISSING_QUOTE in repairs:  # `"a ,"b": c"`: which quotes belong together is a guess
+            raise ScanFailure(INVALID_JSON, end, "the quotes around this value do not pair up "
+                              "(a quote inside a string?); escape inner quotes as \\\"")
         end += 1  # `abc",`: a value that only lost its opening quote
     return s, end
+
+
+def _refuse_bare(s: str, pos: int) -> None:
+    """Bare text that cannot be a word of a value: punctuation alone, or a call."""
+    if not any(ch.isalnum() for ch in s):
+        raise ScanFailure(INVALID_JSON, pos, f"{s!r} is not a value")
+    if "(" in s or ")" in s:
+        raise ScanFailure(INVALID_JSON, pos, f"`{s}` looks like a function call (JSONP or a "
+                          "constructor such as ObjectId(...)); send the plain value")
 
 
 _NOT_A_NUMBER = object()

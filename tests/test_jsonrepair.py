@@ -97,7 +97,12 @@ REPAIRS = [
     ('[{"a": 1]', [{"a": 1}], ["json.mismatched_bracket"]),
     ('{"a": 1]', {"a": 1}, ["json.mismatched_bracket"]),
     ('{"a": 1}}', {"a": 1}, ["json.extra_closing_bracket"]),
-    ('{"a": 1}\n{"b": 2}', {"a": 1}, ["json.extra_values_ignored"]),
+    ('[{"k": "v"}},{"k": "w"}]', [{"k": "v"}, {"k": "w"}], ["json.stray_closer"]),
+    ('{"k1": ["v1", "v2"}, "k2": ["x"]}', {"k1": ["v1", "v2"], "k2": ["x"]},
+     ["json.mismatched_bracket"]),
+    ("{n:1// c\n}", {"n": 1}, ["json.unquoted_key", "json.comment"]),
+    ('{"a":1, // c\r"b":2}', {"a": 1, "b": 2}, ["json.comment"]),
+    ("[1, -", [1], ["json.cut_value_dropped", "json.unclosed"]),
     ("[1, 2, ...]", [1, 2], ["json.ellipsis"]),
     ('{"a": 1, ...}', {"a": 1}, ["json.ellipsis"]),
     # text normalisation outside strings
@@ -280,3 +285,25 @@ def test_prefix_failure_returns_start() -> None:
     assert res.ok is False and stop == 3
     assert res.errors[0].code == "arithmetic_expression"
     assert res.errors[0].details["position"] == 9
+
+
+# -- what would lose or invent data is refused, never returned with ok: true -----------------
+
+@pytest.mark.parametrize("text, why", [
+    ('{"a": 1}\n{"b": 2}', "lose data"),
+    ('{"key": "value"}, "key2": "value2"}', "lose data"),
+    ('[{"i":1{"i":2}]', "appears twice"),
+    ('"The TV has a 24" screen"', "lose data"),
+    ('{"content":"value with ,"fake": inside"}', "do not pair up"),
+    ('callback_123("foo");', "function call"),
+    ('{"_id":ObjectId("123")}', "function call"),
+    ('{"name": "f", "arguments": {invalid json}}', "not a key"),
+    ("[- ", "not a value"),
+    ("-", "not a value"),
+    (".", "not a value"),
+])
+def test_data_losing_readings_are_refused(text, why):
+    res = repair_json(text)
+    assert not res.ok and res.value is None
+    assert why in res.errors[0].message
+    assert 0 <= res.errors[0].details["position"] <= len(text)

@@ -355,3 +355,19 @@ def test_callers_queue_depth_is_read_when_scraped(redis_server, queue_name) -> N
         assert depth() == 0  # not the last value seen at enqueue
     finally:
         b.close()
+
+
+def test_the_worker_endpoint_describes_what_the_worker_measured(backend, start_rq_worker) -> None:
+    group = start_rq_worker(metrics=True)
+    assert backend.submit("repair", {"text": "[1,"})["status"] == "ok"
+    assert wait_for(lambda: worker_count(group.metrics_port, "repair", "success") == 1)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{group.metrics_port}/metrics",
+                                  timeout=5).read().decode()
+    helps = {line.split(" ")[2]: line.split(" ", 3)[3] for line in text.splitlines()
+             if line.startswith("# HELP ")}
+    from worker.metrics import HELP, WORKER_HELP
+
+    for name, doc in WORKER_HELP.items():
+        assert helps[name] == doc, name
+        assert helps[name] != HELP[name][0]  # not the caller's text
+    assert "this worker" in helps["toolcodec_jobs_total"].lower()

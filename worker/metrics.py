@@ -61,6 +61,19 @@ HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         "(reason: foreign_function, no_reply_to, bad_arguments, undecodable).", ("reason",)),
 }
 
+# What a worker process exports on its own --metrics-port: the same series, measured on the
+# worker's side of the queue, so their HELP says so (a caller's HELP would mislead there).
+WORKER_HELP: dict[str, str] = {
+    JOBS_TOTAL: "Jobs this worker ran, by op, backend and outcome (success, failure, timeout, "
+                "rejected, worker_lost), counted where they ran.",
+    JOB_DURATION_SECONDS: "Job time measured in this worker, from taking the job off the queue "
+                          "to replying (time waiting in Redis not included).",
+    QUEUE_DEPTH: "Jobs waiting in the Redis queue this worker serves, read by the worker.",
+    WORKERS: "This worker's lanes (child processes) by state (idle, busy, starting).",
+    WORKER_RESTARTS_TOTAL: "This worker's lanes replaced, by reason (timeout, crash).",
+    JOB_ERRORS_TOTAL: "Jobs this worker could not run (status error), by error code.",
+}
+
 BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
@@ -91,7 +104,8 @@ def outcome_of(envelope: dict) -> str:
 class JobTally:
     """Per-job counts as plain integers, exported as metric families on collect."""
 
-    def __init__(self) -> None:
+    def __init__(self, side: str = "caller") -> None:
+        self.side = side
         self.lock = threading.Lock()
         self.jobs: dict[tuple[str, str, str], int] = {}
         self.durations: dict[tuple[str, str], list[float]] = {}  # bucket counts, then sum
@@ -113,12 +127,12 @@ class JobTally:
         for name, counts in ((JOBS_TOTAL, self.jobs), (JOB_ERRORS_TOTAL, self.errors),
                              (REPAIRS_TOTAL, self.repairs), (DECODE_PATH_TOTAL, self.paths),
                              (TOOL_RESULTS_TOTAL, self.tool_results)):
-            doc, labels = HELP[name]
+            doc, labels = help_of(name, self.side)
             family = CounterMetricFamily(name, doc, labels=labels)
             for key, n in counts.items():
                 family.add_metric(key if isinstance(key, tuple) else (key,), n)
             out.append(family)
-        doc, labels = HELP[JOB_DURATION_SECONDS]
+        doc, labels = help_of(JOB_DURATION_SECONDS, self.side)
         histogram = HistogramMetricFamily(JOB_DURATION_SECONDS, doc, labels=labels)
         for key, cells in self.durations.items():
             running, buckets = 0.0, []
@@ -130,17 +144,22 @@ class JobTally:
         return out
 
 
+def help_of(name: str, side: str) -> tuple[str, tuple[str, ...]]:
+    """The HELP text and labels of a metric as ``side`` ("caller" or "worker") exports it."""
+    doc, labels = HELP[name]
+    return (WORKER_HELP.get(name, doc) if side == "worker" else doc), labels
+
+
 class _Shared:
     """What every ``Metrics`` on one registry shares."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.tally = JobTally()
+    def __init__(self, registry: CollectorRegistry, side: str) -> None:
+        self.tally = JobTally(side)
         registry.register(self.tally)
-        self.queue_depth = Gauge(QUEUE_DEPTH, HELP[QUEUE_DEPTH][0], HELP[QUEUE_DEPTH][1],
-                                 registry=registry)
-        self.workers = Gauge(WORKERS, HELP[WORKERS][0], HELP[WORKERS][1], registry=registry)
+        self.queue_depth = Gauge(QUEUE_DEPTH, *help_of(QUEUE_DEPTH, side), registry=registry)
+        self.workers = Gauge(WORKERS, *help_of(WORKERS, side), registry=registry)
         self.worker_restarts_total = Counter(
-            WORKER_RESTARTS_TOTAL, *HELP[WORKER_RESTARTS_TOTAL], registry=registry)
+            WORKER_RESTARTS_TOTAL, *help_of(WORKER_RESTARTS_TOTAL, side), registry=registry)
         self.jobs_refused_total = Counter(
             RQ_JOBS_REFUSED_TOTAL, *HELP[RQ_JOBS_REFUSED_TOTAL], registry=registry)
         # Live pools' gauge readers, by backend; summed when the registry is scraped.
@@ -152,17 +171,19 @@ class _Shared:
 class Metrics:
     """The toolcodec metrics on ``registry`` (the prometheus_client default one if None).
 
+    ``side="worker"`` gives the series the HELP texts of a worker's own endpoint.
     :meth:`observe` counts a finished job; :meth:`restarted`, :meth:`refused` and the
     gauges (``queue_depth``, ``workers``: prometheus_client ``Gauge`` objects, or a pool's
     own counts read at scrape time through :meth:`track`) cover the rest.
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *,
+                 side: str = "caller") -> None:
         self.registry = REGISTRY if registry is None else registry
         with _SHARED_LOCK:
             shared = _SHARED.get(self.registry)
             if shared is None:
-                shared = _SHARED[self.registry] = _Shared(self.registry)
+                shared = _SHARED[self.registry] = _Shared(self.registry, side)
         self._shared = shared
         self.tally = shared.tally
         self.queue_depth: Gauge = shared.queue_depth

@@ -421,7 +421,7 @@ def run(redis_url: str, queue: str = "toolcodec", concurrency: int = 1,
         return 2
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    metrics = Metrics()
+    metrics = Metrics(side="worker")
     if metrics_port is not None:
         from prometheus_client import start_http_server
 
