@@ -115,3 +115,30 @@ def _strings(value) -> list[str]:
             out.extend(v)
             todo.extend(v.values())
     return out
+
+
+_KEY = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
+_SCALAR = st.one_of(st.integers(-10**6, 10**6), st.booleans(), st.none(),
+                    st.from_regex(r"[A-Za-z0-9 .,:/_-]{0,12}", fullmatch=True))
+
+
+def _damage(obj: dict, kind: str) -> str:
+    items = [(json.dumps(k), json.dumps(v)) for k, v in obj.items()]
+    if kind == "trailing_comma":
+        return "{" + ", ".join(f"{k}: {v}" for k, v in items) + ",}"
+    if kind == "comment":
+        return "{" + ", // note\n".join(f"{k}: {v}" for k, v in items) + "}"
+    if kind == "unquoted_keys":
+        return "{" + ", ".join(f"{k[1:-1]}: {v}" for k, v in items) + "}"
+    if kind == "single_quoted_keys":
+        return "{" + ", ".join(f"'{k[1:-1]}': {v}" for k, v in items) + "}"
+    return "{" + ", ".join(f"{k}: {v}" for k, v in items)  # missing final closer
+
+
+@given(st.dictionaries(_KEY, _SCALAR, min_size=1, max_size=6),
+       st.sampled_from(["trailing_comma", "comment", "unquoted_keys", "single_quoted_keys",
+                        "missing_closer"]))
+def test_repairs_never_drop_a_key_or_value_a_strict_reading_keeps(obj, kind) -> None:
+    res = repair_json(_damage(obj, kind))
+    assert res.ok, res.errors
+    assert res.value == obj
