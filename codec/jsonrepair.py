@@ -34,6 +34,7 @@ __all__ = ["repair_json", "repair_json_prefix"]
 _VALUE, _AFTER, _KEY = 0, 1, 2
 _NUMBER_START = frozenset("-0123456789")
 _OPERATORS = frozenset("+*/%")
+_KEY_AHEAD = re.compile(r'(?:"[^"\\\n]{0,200}"|[A-Za-z_]\w{0,64})\s*:')
 _STRUCTURE_IN_TAIL = re.compile(r"[\"{}\[\]]")
 _VALUE_OPENERS = frozenset("{[") | scan.QUOTES | frozenset("｛［")
 # Where prose ends and JSON (or a fence around it) begins.
@@ -595,9 +596,14 @@ class _Reader:
                 rep[scan.MISSING_COLON] = None
                 state = _VALUE
 
-    def _comma_next(self, pos: int) -> bool:
-        """Whether the next significant character (blanks and comments skipped) is a comma."""
-        return self._significant(pos)[1] == ","
+    def _comma_next(self, pos: int) -> str:
+        """What follows a closer: "" unless a comma comes next; then "key" when a member
+        (`"k":`) follows the comma, else "item"."""
+        pos, c = self._significant(pos)
+        if c != ",":
+            return ""
+        pos, c = self._significant(pos + 1)
+        return "key" if _KEY_AHEAD.match(self.text, pos) else "item"
 
     def _bare_key(self, pos: int) -> tuple[Any, int]:
         m = scan.KEY_REGION.match(self.text, pos)
@@ -664,18 +670,22 @@ def _kind_open(closer: str, stack: list[Any], open_lists: int) -> bool:
 
 
 def _close_mismatched(stack: list[Any], keys: list[Any], closer: str, open_lists: int,
-                      repairs: scan.Repairs, more: bool) -> tuple[Any, int]:
+                      repairs: scan.Repairs, more: str) -> tuple[Any, int]:
     """Handle a closer that does not match the innermost container.
 
-    When more members or items follow (``more``: a comma comes next), it closes the innermost
-    container only, so that what follows is still read (`{"a": [1, 2}, "b": 3}`). Otherwise, if
+    When a comma follows and what comes after it (``more``: "key" or "item") fits the container
+    under the innermost one, it closes the innermost container only, so that what follows is
+    still read (`{"a": [1, 2}, "b": 3}`). Otherwise, if
     a container of the closer's kind is open further out, everything inside it is closed with
     it (`[{"a": 1]`); if none is, the closer is read as the innermost one's (`{"a": 1]`).
     Returns ``(closed container, open_lists)``.
     """
     repairs[scan.MISMATCHED_BRACKET] = None
     want = list if closer == "]" else dict
-    has_kind = _kind_open(closer, stack, open_lists) and not more
+    # what follows the comma fits the container under the innermost one: close that one only
+    parent = type(stack[-2]) if len(stack) > 1 else None
+    fits = (more == "key" and parent is dict) or (more == "item" and parent is list)
+    has_kind = _kind_open(closer, stack, open_lists) and not fits
     while True:
         value = stack.pop()
         keys.pop()
