@@ -9,15 +9,20 @@ What the engine reads, in order:
 
 - *openers* (one ``regex`` pattern with partial matching, so an opener cut by a chunk
   boundary is held, never leaked): ``<think>``, ``<tool_call>``, ``<tool>``, ``<function=``,
-  ``<TOOL_NAME …>``, a JSON value whose first key looks like a call, and a code fence;
+  ``<TOOL_NAME …>``, the special tokens of the marker formats (``codec.formats.table``), a
+  JSON value whose first key looks like a call, ``[KNOWN_TOOL(`` (Python calls), and a code
+  fence;
 - an envelope opener (except ``<function=``) starts a block only when the first character
   after it (past at most ``BODY_WS`` blanks) is ``<``, ``{`` or ``[``, or the text ends there:
   ``use <get_weather> to check`` names the syntax and stays text;
 - a block ends at its closer (``</tool_call>`` also ends at the next ``<tool_call>``, and skips
-  closers inside JSON strings when the body's quotes are unbalanced), or at the end of the text
-  (``closed=False``); its text is decoded once, when it ends;
-- JSON in prose: a candidate's extent is found by bracket and string matching, and it is a
-  call only if it parses as strict JSON, has a call shape, names known tools and validates.
+  closers inside JSON strings when the body's quotes are unbalanced; a tool tag ends at its
+  matching close tag, ``<NAME/>`` at once; a marker format at its end token, or, with none,
+  where its last value's brackets balance and no further call follows), or at the end of the
+  text (``closed=False``); its text is decoded once, when it ends;
+- JSON (or a Python call list) in prose: a candidate's extent is found by bracket and string
+  matching, and it is a call only if it parses as strict JSON (or literal Python), has a call
+  shape, names known tools and validates.
   Such a call is *pending* until the end: it counts only when the output held no envelope (and,
   for a message, no native calls). While one is pending, the text after it waits too, so that
   content stays in order.
@@ -67,8 +72,6 @@ _JSON_STRUCT = re.compile(r'["{}\[\]]')
 _STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 _PY_STRUCT = re.compile(r'["\'{}\[\]]')
 _BRACKETS = re.compile(r"[{}\[\]]")
-
-
 
 
 @dataclass(frozen=True)

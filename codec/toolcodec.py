@@ -576,7 +576,9 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
     if reader == "yaml_tag":
         from codec.formats import yamlbody
 
-        return yamlbody.read(_tag_body(payload), name=tag or "", closed=closed)
+        found = yamlbody.read(_tag_body(payload), name=tag or "", closed=closed)
+        found.errors = _relocate(found.errors, payload.find(">") + 1, None)  # past the tag
+        return found
     if reader == "harmony":
         from codec.formats import harmony
 
