@@ -106,3 +106,17 @@ def test_kindaxml_subcommand() -> None:
     cited = [s for s in result["segments"] if s["annotations"]]
     assert cited[0]["text"] == "last week"
     assert cited[0]["annotations"][0]["tag"] == "cite"
+
+
+def test_formats_flag_restricts_what_is_read_and_refuses_unknown_ids() -> None:
+    text = b'[TOOL_CALLS]get_weather{"city": "Oslo"}'
+    tools = str(EXAMPLES / "tools.json")
+    every = run_cli("decode", "--in-process", "--tools", tools, "-", stdin=text)
+    assert every.returncode == 0, every.stderr.decode()
+    assert [c["format"] for c in json.loads(every.stdout)["calls"]] == ["mistral"]
+    only = run_cli("decode", "--in-process", "--formats", "hermes,qwen_xml", "--tools", tools,
+                   "-", stdin=text)
+    assert json.loads(only.stdout)["calls"] == []
+    bad = run_cli("decode", "--formats", "klingon", "--tools", tools, "-", stdin=text)
+    assert bad.returncode == 2 and b"unknown format" in bad.stderr
+    assert len(bad.stderr.decode().strip().splitlines()) == 1

@@ -241,3 +241,19 @@ def test_kindaxml_matches_the_parser_and_checks_its_config() -> None:
     env = run_job(job("kindaxml", {"text": text, "config": {"unknown_mode": "bogus"}}))
     assert env["status"] == "error" and env["error"]["code"] == "bad_request"
     assert "unknown_mode" in env["error"]["message"]
+
+
+def test_formats_option_restricts_and_unknown_ids_are_bad_requests() -> None:
+    tools = [{"name": "search", "parameters": {"type": "object"}}]
+    text = '[TOOL_CALLS]search{"q": "x"}'
+    env = run_job(job("decode", {"text": text, "tools": tools}))
+    assert [c["format"] for c in env["result"]["calls"]] == ["mistral"]
+    env = run_job(job("decode", {"text": text, "tools": tools,
+                                 "options": {"formats": ["hermes"]}}))
+    assert env["result"]["calls"] == [] and env["result"]["content"] == text
+    env = run_job(job("decode", {"text": text, "tools": tools,
+                                 "options": {"formats": ["klingon"]}}))
+    assert env["error"]["code"] == "bad_request"
+    assert env["error"]["field"] == "payload.options.formats"
+    env = run_job(job("decode", {"text": text, "tools": tools, "options": {"formats": "hermes"}}))
+    assert env["error"]["code"] == "bad_request"
