@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import queue
 import threading
 import time
 import uuid
@@ -37,6 +38,19 @@ redis.call('HSET', KEYS[2], unpack(ARGV, 5))
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 redis.call('SADD', KEYS[3], ARGV[4])
 return {1, redis.call('RPUSH', KEYS[1], ARGV[3])}
+"""
+
+# KEYS: queue list, then the job hashes of ARGV's ids. A hash is deleted only when its id was
+# still queued: a lane that already took the job reads the hash after its BLMOVE.
+_WITHDRAW_LUA = """
+local removed = 0
+for i, id in ipairs(ARGV) do
+  if redis.call('LREM', KEYS[1], 1, id) > 0 then
+    redis.call('DEL', KEYS[i + 1])
+    removed = removed + 1
+  end
+end
+return removed
 """
 
 # Any Redis error — unreachable, timed out, or a server that answers another protocol
@@ -88,16 +102,21 @@ class RQBackend:
         self.client_id = uuid.uuid4().hex
         self._reply_key = proto.reply_key(self.client_id)
         self._keys = (proto.queue_key(queue), "rq:queues")
+        # No client-info handshake on (re)connect: after a timeout the next call reconnects,
+        # and a reply it waited for there would not be bounded by the caller's deadline.
         self._redis = redis.Redis.from_url(
-            redis_url, socket_connect_timeout=connect_timeout, socket_timeout=connect_timeout + 1
+            redis_url, socket_connect_timeout=connect_timeout, socket_timeout=connect_timeout,
+            driver_info=None,
         )
-        self._enqueue = self._redis.register_script(_ENQUEUE_LUA)
+        self._enqueue_sha = self._redis.register_script(_ENQUEUE_LUA).sha
         self._waiters: dict[str, _Waiter] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._ids = itertools.count()
         self._listener = _ReplyListener(self, redis_url, connect_timeout)
         self._listener.start()
+        self._withdrawer = _Withdrawer(self._redis, self._keys[0], self.client_id)
+        self._withdrawer.start()
         if metrics is not None:  # read at scrape time: never a stale number
             metrics.queue_depth.labels(backend=self.name).set_function(self._depth_now)
 
@@ -137,6 +156,7 @@ class RQBackend:
         while self._waiters and time.monotonic() < end:
             time.sleep(0.005)
         self._listener.stop()
+        self._withdrawer.stop()
         self._redis.close()
 
     def __enter__(self) -> RQBackend:
@@ -159,9 +179,10 @@ class RQBackend:
         with self._lock:
             self._waiters[job_id] = waiter
         try:
-            accepted, depth = self._enqueue(
-                keys=[self._keys[0], proto.job_key(job_id), self._keys[1]],
-                args=[self.max_queue, _job_ttl_ms(budget), job_id, self._keys[0], *fields],
+            accepted, depth = self._run_enqueue(
+                [self._keys[0], proto.job_key(job_id), self._keys[1]],
+                [self.max_queue, _job_ttl_ms(budget), job_id, self._keys[0], *fields],
+                waiter.deadline,
             )
         except _REDIS_ERRORS as exc:
             self._forget(job_id)
@@ -175,6 +196,35 @@ class RQBackend:
             )
         return self._wait(job_id, op, waiter)
 
+    def _run_enqueue(self, keys: list[str], args: list[Any], deadline: float) -> list[int]:
+        """Run the enqueue script, waiting for Redis no later than ``deadline``.
+
+        One command on one pooled connection, read with the caller's remaining budget as its
+        timeout (the client's socket timeout would hold a caller past it when Redis hangs),
+        and without the client's retries, which would do the same.
+        """
+        pool = self._redis.connection_pool
+        conn = pool.get_connection()
+        try:
+            try:
+                return self._command(conn, deadline, "EVALSHA", self._enqueue_sha, *keys, *args,
+                                     nkeys=len(keys))
+            except redis.exceptions.NoScriptError:  # a restarted Redis forgot the script
+                return self._command(conn, deadline, "EVAL", _ENQUEUE_LUA, *keys, *args,
+                                     nkeys=len(keys))
+        finally:
+            pool.release(conn)
+
+    @staticmethod
+    def _command(conn: Any, deadline: float, name: str, script: str, *rest: Any,
+                 nkeys: int) -> Any:
+        conn.send_command(name, script, nkeys, *rest)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            conn.disconnect()  # the reply would arrive on the next caller's read
+            raise redis.exceptions.TimeoutError("the budget ran out while enqueueing")
+        return conn.read_response(timeout=remaining)
+
     def _job_fields(self, job_id: str, op: str, payload: dict, budget: float) -> list[Any]:
         job = {"id": job_id, "op": op, "payload": payload, "deadline": time.time() + budget}
         rq_job = Job.create(
@@ -186,7 +236,8 @@ class RQBackend:
         )
         rq_job._status = JobStatus.QUEUED
         rq_job.enqueued_at = now()
-        return [x for kv in rq_job.to_dict().items() for x in kv]
+        fields = {**rq_job.to_dict(), proto.DEADLINE_FIELD: repr(job["deadline"])}
+        return [x for kv in fields.items() for x in kv]
 
     def _wait(self, job_id: str, op: str, waiter: _Waiter) -> dict[str, Any]:
         remaining = waiter.deadline - time.monotonic()
@@ -195,6 +246,7 @@ class RQBackend:
         self._forget(job_id)
         if waiter.envelope is not None:  # the reply raced the deadline and won
             return dict(waiter.envelope)
+        self._withdrawer.withdraw(job_id)
         return _error(op, "timeout", TIMEOUT, f"no reply within the budget (job {job_id})",
                       job_id=job_id)
 
@@ -262,6 +314,45 @@ class _ReplyListener(threading.Thread):
             reply = proto.decode_reply(popped[1])
             if reply is not None:
                 self.backend._deliver(*reply)
+
+
+class _Withdrawer(threading.Thread):
+    """Takes timed-out jobs back out of the queue, off the callers' threads.
+
+    A job still queued at its deadline would otherwise cost a lane a dequeue and a reply for
+    nothing; behind a stuck lane that is how timeouts spread to the jobs queued after it.
+    A job a lane already took is left alone: its late reply is dropped by the listener.
+    """
+
+    def __init__(self, client: redis.Redis, queue_key: str, client_id: str) -> None:
+        super().__init__(name=f"toolcodec-rq-withdraw-{client_id[:8]}", daemon=True)
+        self._script = client.register_script(_WITHDRAW_LUA)
+        self._queue_key = queue_key
+        self._ids: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+    def withdraw(self, job_id: str) -> None:
+        self._ids.put(job_id)
+
+    def stop(self) -> None:
+        self._ids.put(None)
+        self.join(timeout=2)
+
+    def run(self) -> None:
+        while True:
+            batch = [self._ids.get()]
+            while len(batch) < 100 and not self._ids.empty():
+                batch.append(self._ids.get())
+            ids = [i for i in batch if i is not None]
+            if ids:
+                self._remove(ids)
+            if None in batch:
+                return
+
+    def _remove(self, ids: list[str]) -> None:
+        try:
+            self._script(keys=[self._queue_key, *map(proto.job_key, ids)], args=ids)
+        except _REDIS_ERRORS:
+            pass  # the job hashes expire; a lane reports a late job as a timeout
 
 
 def _job_ttl_ms(budget: float) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 import time
 import urllib.request
@@ -117,8 +119,9 @@ def test_crash_is_worker_lost_and_the_worker_recovers(start_rq_worker, backend) 
 def test_job_expired_in_the_queue_is_not_run_but_counted(
     start_rq_worker, backend, redis_server, queue_name
 ) -> None:
+    """A job whose caller could not take it back (e.g. the caller died) is not run late."""
     group = start_rq_worker(concurrency=1, metrics=True, launch=False)
-    # No worker yet: the job waits in Redis past its deadline.
+    backend._withdrawer.stop()  # as if the caller went away before it could withdraw
     out = backend.submit("_crash", {}, timeout_ms=30)
     assert out["status"] == "timeout"
     assert backend.queue_depth() == 1
@@ -133,12 +136,76 @@ def test_job_expired_in_the_queue_is_not_run_but_counted(
     client.close()
 
 
+def test_a_timed_out_job_is_taken_back_out_of_the_queue(
+    start_rq_worker, backend, redis_server, queue_name
+) -> None:
+    """Jobs queued behind a stuck lane must not cost the lanes anything once dead."""
+    group = start_rq_worker(concurrency=1, metrics=True, launch=False)
+    outs = [backend.submit("_crash", {}, timeout_ms=30) for _ in range(3)]
+    assert [o["status"] for o in outs] == ["timeout"] * 3
+    client = redis_server.client()
+    assert wait_for(lambda: backend.queue_depth() == 0)
+    assert not any(client.exists(proto.job_key(o["error"]["job_id"])) for o in outs)
+    group.start()
+    assert backend.submit("_sleep", {"seconds": 0})["status"] == "ok"
+    # The withdrawn jobs never reached the worker: not run, not even seen.
+    assert worker_count(group.metrics_port, "_crash", "timeout") == 0
+    assert restarts(group.metrics_port, "crash") == 0
+    client.close()
+
+
+def test_ids_a_killed_worker_left_in_the_intermediate_list_are_removed(
+    start_rq_worker, backend, redis_server, queue_name
+) -> None:
+    first = start_rq_worker(concurrency=1)
+    client = redis_server.client()
+    key = proto.intermediate_key(queue_name)
+    caller = threading.Thread(target=lambda: backend.submit("_sleep", {"seconds": SLOW},
+                                                            timeout_ms=300))
+    caller.start()
+    assert wait_for(lambda: client.llen(key) == 1)
+    os.killpg(first.proc.pid, signal.SIGKILL)  # no chance to answer or clean up
+    caller.join()
+    assert client.llen(key) == 1  # RQ leaves it there, with no TTL
+    assert client.ttl(key) == -1
+    start_rq_worker(concurrency=1)
+    assert wait_for(lambda: client.llen(key) == 0, timeout=20)
+    assert backend.submit("_sleep", {"seconds": 0})["status"] == "ok"
+    client.close()
+
+
+def test_a_hung_redis_does_not_hold_callers_past_their_budget(
+    start_rq_worker, own_redis_server, queue_name
+) -> None:
+    start_rq_worker(concurrency=1, server=own_redis_server)
+    b = RQBackend(redis_url=own_redis_server.url, queue=queue_name, timeout_ms=3000)
+    try:
+        assert b.submit("_sleep", {"seconds": 0})["status"] == "ok"
+        own_redis_server.proc.send_signal(signal.SIGSTOP)  # alive, accepting, never answering
+        try:
+            outs = [b.submit("_sleep", {"seconds": 0}, timeout_ms=200) for _ in range(3)]
+        finally:
+            own_redis_server.proc.send_signal(signal.SIGCONT)
+        for out in outs:
+            assert out["status"] in ("timeout", "error"), out
+            assert out["status"] == "timeout" or out["error"]["code"] == "backend_unavailable"
+            # The client's own socket timeout and retries would take seconds here.
+            assert out["elapsed_ms"] < 200 + 800, out
+        assert wait_for(lambda: b.submit("_sleep", {"seconds": 0}, timeout_ms=1000)["status"]
+                        == "ok", timeout=15)
+    finally:
+        b.close()
+
+
 def test_full_queue_rejects_at_once(redis_server, queue_name) -> None:
     metrics = Metrics(CollectorRegistry())
     b = RQBackend(redis_url=redis_server.url, queue=queue_name, max_queue=3, metrics=metrics)
+    fillers = [threading.Thread(target=b.submit, args=("_sleep", {"seconds": 0}),
+                                kwargs={"timeout_ms": 1500}) for _ in range(3)]
     try:
-        for _ in range(3):  # no worker: they stay queued
-            assert b.submit("_sleep", {"seconds": 0}, timeout_ms=5)["status"] == "timeout"
+        for t in fillers:  # no worker: they stay queued while their callers wait
+            t.start()
+        assert wait_for(lambda: b.queue_depth() == 3)
         out = b.submit("_sleep", {"seconds": 0}, timeout_ms=1000)
         assert out["status"] == "rejected"
         assert out["error"]["code"] == "rejected" and out["error"]["queue_depth"] == 3
@@ -147,6 +214,8 @@ def test_full_queue_rejects_at_once(redis_server, queue_name) -> None:
         assert metrics.registry.get_sample_value(
             "toolcodec_queue_depth", {"backend": "rq"}) == 3
     finally:
+        for t in fillers:
+            t.join()
         b.close()
 
 
@@ -154,6 +223,7 @@ def test_keys_carry_ttls(start_rq_worker, redis_server, queue_name) -> None:
     client = redis_server.client()
     b = RQBackend(redis_url=redis_server.url, queue=queue_name, timeout_ms=20)
     try:
+        b._withdrawer.stop()  # the timed-out job stays queued, as if its caller had died
         b.submit("_sleep", {"seconds": 0})  # queued, no worker yet
         (job_id,) = [x.decode() for x in client.lrange(proto.queue_key(queue_name), 0, -1)]
         assert 0 < client.pttl(proto.job_key(job_id)) <= 20 + proto.JOB_GRACE_MS
@@ -348,6 +418,7 @@ def test_callers_queue_depth_is_read_when_scraped(redis_server, queue_name) -> N
                   metrics=Metrics(registry))
     depth = lambda: registry.get_sample_value("toolcodec_queue_depth", {"backend": "rq"})  # noqa: E731
     try:
+        b._withdrawer.stop()  # timed-out jobs stay queued, as if their callers had died
         for _ in range(3):  # no worker: the jobs stay queued (and time out for the caller)
             assert b.submit("repair", {"text": "1"})["status"] == "timeout"
         assert depth() == 3

@@ -4,6 +4,7 @@ Jobs are ordinary RQ jobs: a ``rq:job:<id>`` hash written from :meth:`rq.job.Job
 with the JSON serializer, its id pushed on ``rq:queue:<name>``. The function is
 :func:`worker.jobs.run_job` and its one argument is the job dict
 ``{"id", "op", "payload", "deadline"}`` (``deadline`` in absolute ``time.time()`` seconds).
+The hash also holds :data:`DEADLINE_FIELD`.
 ``job.meta["reply_to"]`` names the caller's reply list: the worker pushes
 ``{"id": <job id>, "envelope": {...}}`` there (JSON) instead of storing an RQ result, and the
 caller's listener wakes the waiting thread. Every key written carries a TTL.
@@ -26,6 +27,13 @@ REPLY_TTL_MS = 30_000
 # A job hash outlives its deadline by this much, so a worker that picks it up late can still
 # read it and report the timeout instead of finding nothing.
 JOB_GRACE_MS = 30_000
+# The job hash also carries the deadline in plain text (``repr`` of the float), so a worker can
+# tell a leftover in the intermediate list from a job another lane is running without
+# decoding RQ's payload.
+DEADLINE_FIELD = "toolcodec_deadline"
+# An id in the intermediate list this long past its deadline belongs to no live lane (lanes
+# reply within milliseconds of a deadline): it was left by a killed worker.
+LEFTOVER_AFTER_S = 2.0
 
 
 def queue_key(queue: str) -> str:

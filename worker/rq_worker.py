@@ -31,11 +31,13 @@ import uuid
 from typing import Any
 
 import redis
-from rq import SimpleWorker
+from rq import SimpleWorker, worker_registration
+from rq import registry as rq_registry
 from rq.exceptions import DequeueTimeout, NoSuchJobError
 from rq.job import Job
 from rq.queue import Queue
 from rq.timeouts import TimerDeathPenalty
+from rq.utils import now
 from rq.worker import WorkerStatus
 
 from codec.errors import TIMEOUT, WORKER_LOST
@@ -56,6 +58,8 @@ KILL_GRACE_S = 0.001
 # RQ writes heartbeats, state and suspension checks on every job; a few per second are
 # enough for `rq info` and keep those round trips off the per-job path.
 HOUSEKEEPING_EVERY_S = 1.0
+# How often one lane of the queue looks for ids left in the intermediate list.
+LEFTOVERS_EVERY_S = 5.0
 _REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
@@ -123,6 +127,7 @@ class ToolcodecWorker(SimpleWorker):
         self.metrics = metrics
         self.lanes = lanes
         self._last_housekeeping = 0.0
+        self._last_leftovers = 0.0
         self._last_suspension_check = 0.0
         self._state_written: str | None = None
 
@@ -148,6 +153,55 @@ class ToolcodecWorker(SimpleWorker):
             depth = pipe.execute()[-1]
         self.metrics.queue_depth.labels(backend=BACKEND).set(depth)
         self._last_housekeeping = time.monotonic()
+        if self._last_housekeeping - self._last_leftovers >= LEFTOVERS_EVERY_S:
+            self._last_leftovers = self._last_housekeeping
+            try:
+                self.remove_leftovers()
+            except _REDIS_ERRORS:
+                raise
+            except Exception as exc:  # noqa: BLE001 - housekeeping must not stop the lane
+                log.warning("worker %s: could not check for leftover job ids: %s", self.name, exc)
+
+    def remove_leftovers(self) -> int:
+        """Remove ids a killed worker left in the intermediate list; returns how many.
+
+        RQ dequeues by moving an id to ``rq:queue:<q>:intermediate``; a worker killed before
+        it answers leaves the id there, with no TTL. An id is a leftover once its job hash is
+        gone (every toolcodec hash expires) or its deadline is :data:`proto.LEFTOVER_AFTER_S`
+        behind. RQ's own cleanup is not used: it would file our jobs as failed for a year.
+        """
+        key = proto.intermediate_key(self.queues[0].name)
+        ids = [i.decode() for i in self.connection.lrange(key, 0, -1)]
+        if not ids:
+            return 0
+        with self.connection.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.exists(proto.job_key(job_id))
+                pipe.hget(proto.job_key(job_id), proto.DEADLINE_FIELD)
+            found = pipe.execute()
+        cutoff = time.time() - proto.LEFTOVER_AFTER_S
+        stale = [i for i, exists, deadline in zip(ids, found[::2], found[1::2], strict=True)
+                 if not exists or (deadline is not None and _before(deadline, cutoff))]
+        if stale:
+            with self.connection.pipeline(transaction=False) as pipe:
+                for job_id in stale:
+                    pipe.lrem(key, 1, job_id)
+                pipe.delete(*map(proto.job_key, stale))
+                pipe.execute()
+            log.warning("worker %s: removed %d job id(s) a stopped worker left in %s",
+                        self.name, len(stale), key)
+        return len(stale)
+
+    def clean_registries(self) -> None:
+        """RQ's registry maintenance, minus its intermediate-list cleanup (see above)."""
+        for queue in self.queues:
+            if queue.acquire_maintenance_lock():
+                try:
+                    rq_registry.clean_registries(queue, self._exc_handlers)
+                    worker_registration.clean_worker_registry(queue)
+                finally:
+                    queue.release_maintenance_lock()
+        self.last_cleaned_at = now()
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
         if pipeline is None and state == self._state_written:
@@ -312,6 +366,13 @@ class ToolcodecWorker(SimpleWorker):
             self.lanes.set(self.name, state)
 
 
+def _before(deadline: bytes, cutoff: float) -> bool:
+    try:
+        return float(deadline) < cutoff
+    except ValueError:
+        return True  # not a deadline toolcodec wrote
+
+
 def _ours(job: Job) -> tuple[str, str | None]:
     """``(reply_to, None)`` for a toolcodec job, else ``("", why it is refused)``.
 
@@ -397,14 +458,15 @@ class Supervisor:
             conn.close()
 
 
-def run(redis_url: str, queue: str = "toolcodec", concurrency: int = 1,
+def run(redis_url: str, queue: str = "toolcodec", concurrency: int | None = None,
         metrics_port: int | None = None, max_chars: int | None = None,
         max_depth: int | None = None) -> int:
     """Run RQ workers until SIGTERM/SIGINT; the body of ``toolcodec worker``.
 
     :param redis_url: any URL :meth:`redis.Redis.from_url` accepts (password, TLS).
     :param queue: the RQ queue to serve.
-    :param concurrency: lanes, i.e. jobs run at once (one child process each).
+    :param concurrency: lanes, i.e. jobs run at once (one child process each); by default
+        the number of cores.
     :param metrics_port: serve prometheus metrics on this port when given.
     :param max_chars: ceiling on the text one job may have parsed (``TOOLCODEC_MAX_CHARS``);
         a job may ask for less, never more.
@@ -426,7 +488,7 @@ def run(redis_url: str, queue: str = "toolcodec", concurrency: int = 1,
         from prometheus_client import start_http_server
 
         start_http_server(metrics_port, registry=metrics.registry)
-    supervisor = Supervisor(redis_url, queue, concurrency, metrics)
+    supervisor = Supervisor(redis_url, queue, concurrency or os.cpu_count() or 1, metrics)
 
     def on_signal(signum: int, _frame: Any) -> None:
         if supervisor._stop.is_set():
@@ -445,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="toolcodec worker", description=__doc__.split("\n")[0])
     parser.add_argument("--redis-url", required=True)
     parser.add_argument("--queue", default="toolcodec")
-    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument("--metrics-port", type=int, default=None)
     parser.add_argument("--max-chars", type=int, default=None)
     parser.add_argument("--max-depth", type=int, default=None)
