@@ -30,6 +30,7 @@ _LAZY = {
     "HeuristicContext": "codec.heuristics",
     "HeuristicResult": "codec.heuristics",
     "Pipeline": "codec.heuristics",
+    "default_pipeline": "codec.xml_heuristics",
     "StreamDecoder": "codec.stream",
 }
 

@@ -48,7 +48,6 @@ _LOSSY = frozenset(
     {
         "json.unclosed",
         "json.surrounding_text",
-        "json.extra_values_ignored",
         "json.dangling_key_dropped",
         "json.ellipsis",
     }
@@ -138,7 +137,7 @@ class _Context:
             ref = schema.get("$ref")
             if not isinstance(ref, str) or not ref.startswith("#/") and ref != "#":
                 return schema
-            target = _pointer(self.spec.schema, ref[1:])
+            target = _follow_pointer(self.spec.schema, ref[1:])
             if target is None:
                 return schema
             rest = {k: v for k, v in schema.items() if k != "$ref"}
@@ -146,7 +145,7 @@ class _Context:
         return schema
 
 
-def _pointer(root: Any, pointer: str) -> Any:
+def _follow_pointer(root: Any, pointer: str) -> Any:
     node = root
     for raw in pointer.split("/")[1:]:
         part = raw.replace("~1", "/").replace("~0", "~")

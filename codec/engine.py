@@ -33,20 +33,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 import regex  # partial matching: an opener cut at the end of a chunk
 
+from codec.assembly import Assembly
 from codec.envelopes import FORMAT_OF_TAG, Block
 from codec.errors import PAYLOAD_TOO_LARGE, CodecError
 from codec.formats import glm, yamlbody
 from codec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
+from codec.limits import Limits
 from codec.normalize import replace_surrogates, replace_surrogates_in
+from codec.result import clean_call
 from codec.textjson import call_pairs
-
-if TYPE_CHECKING:
-    from codec.toolcodec import ToolCallCodec, _Assembly
 
 BODY_WS = 64  # blanks allowed between an envelope opener and its body
 # After a value of an open-ended marker format (no end token): another call follows (a value,
@@ -157,12 +157,28 @@ class _Pending:
     calls: list[Any]
 
 
+class Codec(Protocol):
+    """What the engine uses of the codec that drives it (a ``ToolCallCodec``)."""
+
+    limits: Limits
+    max_calls: int
+    registry: Any
+    _openers: Openers
+
+    def _block_calls(self, text: str, block: Block) -> tuple[list[Any], list[CodecError]]: ...
+
+    def apply_block(self, asm: Assembly, index: int, block: Block, calls: list[Any],
+                    errors: list[CodecError]) -> None: ...
+
+    def _check_pairs(self, pairs: list[Any]) -> tuple[bool, list[Any]]: ...
+
+
 @dataclass
 class Engine:
     """Feeds text through the decoding rules; collects events and the result's parts."""
 
-    codec: ToolCallCodec
-    asm: _Assembly
+    codec: Codec
+    asm: Assembly
     events: list[dict[str, Any]] = field(default_factory=list)
     native: bool = False  # the message also has native calls (pending JSON never counts)
     text: str = ""
@@ -712,7 +728,6 @@ class Engine:
             self.events.append(event)
 
     def _call_event(self, call: Any) -> dict[str, Any]:
-        from codec.toolcodec import clean_call
 
         clean_call(call)
         index = self.calls_emitted

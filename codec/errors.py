@@ -56,3 +56,23 @@ class CodecError:
         out: dict[str, Any] = {"code": self.code, "message": self.message}
         out.update(self.details)
         return out
+
+
+def json_kind(value: object) -> str:
+    """How an error message names what it got: the JSON kind, with an article
+    (``"an object"``, ``"an array"``, ``"a string"``, ``"a number"``, ``"a boolean"``,
+    ``"null"``); a value JSON has no kind for is named by its Python type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return f"a Python {type(value).__name__}"
+

@@ -126,18 +126,6 @@ class Pipeline:
                 check_heuristic(h, phase)
             object.__setattr__(self, _ATTR[phase], items)
 
-    @classmethod
-    def default(cls) -> Pipeline:
-        """The pipeline ``decode`` uses for XML calls (see ``docs/repairs-xml.md``)."""
-        from codec.xml_heuristics import default_heuristics  # late: that module imports this
-
-        return cls().with_added(default_heuristics())
-
-    @classmethod
-    def empty(cls) -> Pipeline:
-        """A pipeline without heuristics: parse once, repair nothing."""
-        return cls()
-
     def with_added(self, heuristics: Iterable[Heuristic]) -> Pipeline:
         """A copy with ``heuristics`` appended to the end of their own phase."""
         added: dict[Phase, list[Heuristic]] = {p: list(self._phase(p)) for p in PHASES}

@@ -88,7 +88,7 @@ def _repair_json(text: str, limits: Limits) -> RepairResult:
     found, value = _strict(text, limits)
     if found:
         return RepairResult(True, value)
-    reader = _Reader(text, limits)
+    reader = _Repairer(text, limits)
     try:
         start = reader.locate_start()
         value, end = reader.parse(start)
@@ -124,7 +124,7 @@ def _repair_json_prefix(text: str, pos: int, limits: Limits) -> tuple[RepairResu
         found, value, end = _strict_prefix(text, start, limits)
         if found:
             return RepairResult(True, value), end
-    reader = _Reader(text, limits)
+    reader = _Repairer(text, limits)
     try:
         value, end = reader.parse(pos)
     except ScanFailure as failure:
@@ -246,7 +246,7 @@ def _too_large(text: str, limits: Limits) -> RepairResult:
 # -- the reader --------------------------------------------------------------------------
 
 
-class _Reader:
+class _Repairer:
     """One pass over ``text``: locate the value, read it with an explicit stack, check the tail."""
 
     __slots__ = ("text", "limits", "repairs")

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from codec.errors import BAD_REQUEST, CodecError
+from codec.errors import BAD_REQUEST, CodecError, json_kind
 
 
 @dataclass(slots=True)
@@ -101,25 +101,22 @@ def _reasoning(message: dict[str, Any], errors: list[CodecError]) -> str | None:
 def _call(index: int, entry: Any, errors: list[CodecError]) -> NativeCall | None:
     fn = entry.get("function") if isinstance(entry, dict) else None
     if not isinstance(fn, dict):
-        errors.append(_bad(f"tool_calls[{index}] has no 'function' object", _kind(entry), index))
+        errors.append(_bad(f"tool_calls[{index}] has no 'function' object", json_kind(entry),
+                           index))
         return None
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         errors.append(_bad(f"tool_calls[{index}].function.name must be a non-empty string",
-                           _kind(name), index))
+                           json_kind(name), index))
         return None
     args = fn.get("arguments")
     if args is None or args == "":
         args = {}  # models omit arguments for parameterless tools
     if not isinstance(args, str | dict):
         errors.append(_bad(f"tool_calls[{index}].function.arguments must be a JSON string "
-                           "or an object", _kind(args), index))
+                           "or an object", json_kind(args), index))
         return None
     return NativeCall(index, name, args)
-
-
-def _kind(value: Any) -> str:
-    return type(value).__name__
 
 
 def _bad(message: str, got: str, index: int | None = None) -> CodecError:

@@ -5,13 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from codec.errors import CodecError
+from codec.normalize import (
+    SURROGATE_REPLACED,
+    replace_surrogates,
+    replace_surrogates_in,
+    replace_surrogates_in_errors,
+)
 
 Path = Literal["native", "xml", "json", "none"]
 SpanKind = Literal["text", "call", "reasoning", "markup"]
 
 
-def _dedupe(ids: list[str]) -> list[str]:
+def unique_ids(ids: list[str]) -> list[str]:
+    """``ids`` without repeats, first occurrence kept (repair ids are reported once)."""
     return list(dict.fromkeys(ids))
 
 
@@ -103,6 +112,38 @@ class DecodeResult:
             "calls": [c.to_dict() for c in self.calls],
             "content": self.content,
             "reasoning": self.reasoning,
-            "repairs": _dedupe(self.repairs),
+            "repairs": unique_ids(self.repairs),
             "errors": [e.to_dict() for e in self.errors],
         }
+
+
+def encodable_result(result: DecodeResult) -> DecodeResult:
+    """Replace lone surrogates in everything the result carries, so it encodes as UTF-8.
+
+    Python strings may hold them (``surrogateescape``, ``\\uD800`` escapes); JSON cannot.
+    One character replaces one, so spans stay valid.
+    """
+    changed = False
+    result.content, hit = replace_surrogates(result.content)
+    changed |= hit
+    if result.reasoning is not None:
+        result.reasoning, hit = replace_surrogates(result.reasoning)
+        changed |= hit
+    for call in result.calls:
+        clean_call(call)
+        changed |= SURROGATE_REPLACED in call.repairs
+    changed |= replace_surrogates_in_errors(result.errors)
+    if changed and SURROGATE_REPLACED not in result.repairs:
+        result.repairs.append(SURROGATE_REPLACED)
+    return result
+
+
+def clean_call(call: Call) -> None:
+    """Replace lone surrogates in a call's arguments (once), naming the repair on the call."""
+    try:
+        orjson.dumps(call.arguments)  # C speed; fails on a surrogate (or deep nesting)
+        return
+    except TypeError:
+        call.arguments, hit = replace_surrogates_in(call.arguments)
+    if hit and SURROGATE_REPLACED not in call.repairs:
+        call.repairs.append(SURROGATE_REPLACED)

@@ -43,7 +43,7 @@ from typing import Any
 from codec import native
 from codec.engine import BlockReady
 from codec.errors import BAD_REQUEST, INTERNAL_ERROR, CodecError
-from codec.result import DecodeResult, Span
+from codec.result import DecodeResult, Span, encodable_result
 
 Event = dict[str, Any]
 
@@ -187,9 +187,8 @@ class StreamDecoder:
         else:
             eng.finish()
             result = eng.result()
-        from codec.toolcodec import _encodable
 
-        self._result = _encodable(result)
+        self._result = encodable_result(result)
         events = self._drain() + eng.native_events
         eng.native_events = []
         return events

@@ -41,12 +41,12 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from codec import envelopes, native
+from codec.assembly import Assembly
 from codec.envelopes import Block
 from codec.errors import (
     BAD_REQUEST,
@@ -57,7 +57,7 @@ from codec.errors import (
     CodecError,
 )
 from codec.limits import DEFAULT_LIMITS, Limits
-from codec.result import Call, DecodeResult, Span, ValidationResult
+from codec.result import Call, DecodeResult, Span, ValidationResult, encodable_result, unique_ids
 
 RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
 # Calls decoded from one output at most: bounds the work a hostile or looping output can
@@ -77,57 +77,6 @@ _REFUSED_REPAIRS = {
     "json.surrounding_text": "the call's JSON has other text around it inside the envelope; "
                              "dropping that text could change what was meant",
 }
-
-
-@dataclass(slots=True)
-class _Assembly:
-    """Collects spans, calls and errors for one text, then builds the ``DecodeResult``."""
-
-    text: str
-    spans: list[Span] = field(default_factory=list)
-    calls: list[Call] = field(default_factory=list)
-    errors: list[CodecError] = field(default_factory=list)
-    repairs: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-
-    def add_reasoning(self, block: Block) -> None:
-        self.spans.append(Span("reasoning", block.start, block.end))
-        self.reasoning.append(self.text[block.body_start:block.body_end].strip())
-
-    def add_calls(self, start: int, end: int, calls: list[Call]) -> None:
-        self.spans.append(Span("call", start, end))
-        for call in calls:
-            call.span = (start, end)
-            self.calls.append(call)
-            self.repairs.extend(call.repairs)
-
-    def add_markup(self, block: Block, errors: list[CodecError]) -> None:
-        self.spans.append(Span("markup", block.start, block.end))
-        self.errors.extend(errors)
-
-    def free_regions(self) -> list[tuple[int, int]]:
-        """The gaps between recorded spans (the future ``text`` spans)."""
-        taken = sorted((s.start, s.end) for s in self.spans)
-        regions, pos = [], 0
-        for start, end in taken:
-            if start > pos:
-                regions.append((pos, start))
-            pos = max(pos, end)
-        if pos < len(self.text):
-            regions.append((pos, len(self.text)))
-        return regions
-
-    def finish(self, path: str) -> DecodeResult:
-        for start, end in self.free_regions():
-            self.spans.append(Span("text", start, end))
-        self.spans.sort(key=lambda s: s.start)
-        content = "".join(self.text[s.start:s.end] for s in self.spans
-                          if s.kind in ("text", "markup"))
-        reasoning = "\n\n".join(p for p in self.reasoning if p) if self.reasoning else None
-        return DecodeResult(ok=not self.errors, path=path if self.calls or path == "xml"
-                            else "none", calls=self.calls, content=content.strip(),
-                            reasoning=reasoning, repairs=self.repairs, errors=self.errors,
-                            spans=self.spans)
 
 
 class ToolCallCodec:
@@ -176,9 +125,9 @@ class ToolCallCodec:
     def pipeline(self) -> Any:
         """The XML heuristic pipeline (built on first use so ``import codec`` stays cheap)."""
         if self._pipeline is None:
-            from codec.heuristics import Pipeline
+            from codec.xml_heuristics import default_pipeline
 
-            base = self._pipeline_arg or Pipeline.default()
+            base = self._pipeline_arg or default_pipeline()
             self._pipeline = base.with_added(self._heuristics) if self._heuristics else base
         return self._pipeline
 
@@ -189,9 +138,9 @@ class ToolCallCodec:
         """
         try:
             if isinstance(data, str):
-                return _encodable(self._decode_text(data))
+                return encodable_result(self._decode_text(data))
             if isinstance(data, dict):
-                return _encodable(self._decode_message(data))
+                return encodable_result(self._decode_message(data))
             error = CodecError(BAD_REQUEST, "decode() takes a str (model output) or a dict "
                                f"(assistant message), not {type(data).__name__}",
                                {"got": type(data).__name__})
@@ -199,7 +148,7 @@ class ToolCallCodec:
         except Exception as exc:  # noqa: BLE001 - a bug here must not reach the caller
             text = data if isinstance(data, str) else ""
             error = CodecError(INTERNAL_ERROR, f"decoder failed: {type(exc).__name__}: {exc}")
-            return _encodable(DecodeResult(ok=False, content=text.strip(), errors=[error],
+            return encodable_result(DecodeResult(ok=False, content=text.strip(), errors=[error],
                                            spans=[Span("text", 0, len(text))] if text else []))
 
     def stream(self, *, id_prefix: str | None = None) -> Any:
@@ -232,15 +181,15 @@ class ToolCallCodec:
         """A fresh decoding engine (``codec.engine``) for one output."""
         from codec.engine import Engine, _Open
 
-        eng = Engine(self, _Assembly(""), native=native, id_prefix=id_prefix)
+        eng = Engine(self, Assembly(""), native=native, id_prefix=id_prefix)
         if self.starts_in_reasoning:  # the chat template opened <think> in the prompt
             eng.current = _Open("think", 0, 0, 0)
         return eng
 
-    def _decode_block(self, asm: _Assembly, index: int, block: Block) -> None:
+    def _decode_block(self, asm: Assembly, index: int, block: Block) -> None:
         self.apply_block(asm, index, block, *self._block_calls(asm.text, block))
 
-    def apply_block(self, asm: _Assembly, index: int, block: Block, calls: list[Call],
+    def apply_block(self, asm: Assembly, index: int, block: Block, calls: list[Call],
                     errors: list[CodecError]) -> None:
         """Record a decoded block: its calls, or its text as markup with its errors."""
         if calls and not errors:
@@ -361,7 +310,7 @@ class ToolCallCodec:
             result = self._validate(name, args, text_values=text_values)
             if result.ok:
                 calls.append(Call(name, result.arguments,
-                                  _dedupe(base + found.repairs + repairs + result.repairs)))
+                                  unique_ids(base + found.repairs + repairs + result.repairs)))
             else:
                 errors.extend(result.errors)
         return calls, errors
@@ -411,7 +360,7 @@ class ToolCallCodec:
             result = self.validate(name, args)
             if result.ok:
                 calls.append(Call(name, result.arguments,
-                                  _dedupe(base + repairs + result.repairs)))
+                                  unique_ids(base + repairs + result.repairs)))
             else:
                 errors.extend(result.errors)
         return calls, errors
@@ -451,7 +400,7 @@ class ToolCallCodec:
                 errors.append(CodecError(UNKNOWN_TOOL, f"unknown tool {res.name!r}",
                                          {"tool": res.name}))
             else:
-                calls.append(Call(res.name, res.arguments, _dedupe(base + list(res.repairs))))
+                calls.append(Call(res.name, res.arguments, unique_ids(base + list(res.repairs))))
         return calls, errors
 
     # -- JSON in text ---------------------------------------------------------------------
@@ -470,7 +419,7 @@ class ToolCallCodec:
             if not result.ok:
                 return False, []
             repairs = ["text.bidi_removed"] if payload_changed else []
-            calls.append(Call(name, result.arguments, _dedupe(repairs + result.repairs)))
+            calls.append(Call(name, result.arguments, unique_ids(repairs + result.repairs)))
         return True, calls
 
     # -- messages -------------------------------------------------------------------------
@@ -524,7 +473,7 @@ class ToolCallCodec:
             details = {"call_index": nc.index, "tool": nc.name, "raw": _truncate(raw)}
             found = errors if result is None else result.errors
             return None, [_with_details(e, details) for e in found]
-        return Call(nc.name, result.arguments, _dedupe(base + result.repairs),
+        return Call(nc.name, result.arguments, unique_ids(base + result.repairs),
                     format="native"), []
 
 
@@ -609,46 +558,6 @@ def _split_functions(payload: str) -> list[str]:
     return [payload[a:b] for a, b in zip(starts, starts[1:] + [len(payload)], strict=True)]
 
 
-def _encodable(result: DecodeResult) -> DecodeResult:
-    """Replace lone surrogates in everything the result carries, so it encodes as UTF-8.
-
-    Python strings may hold them (``surrogateescape``, ``\\uD800`` escapes); JSON cannot.
-    One character replaces one, so spans stay valid.
-    """
-    from codec.normalize import (
-        SURROGATE_REPLACED,
-        replace_surrogates,
-        replace_surrogates_in_errors,
-    )
-
-    changed = False
-    result.content, hit = replace_surrogates(result.content)
-    changed |= hit
-    if result.reasoning is not None:
-        result.reasoning, hit = replace_surrogates(result.reasoning)
-        changed |= hit
-    for call in result.calls:
-        clean_call(call)
-        changed |= SURROGATE_REPLACED in call.repairs
-    changed |= replace_surrogates_in_errors(result.errors)
-    if changed and SURROGATE_REPLACED not in result.repairs:
-        result.repairs.append(SURROGATE_REPLACED)
-    return result
-
-
-def clean_call(call: Call) -> None:
-    """Replace lone surrogates in a call's arguments (once), naming the repair on the call."""
-    from codec.normalize import SURROGATE_REPLACED, replace_surrogates_in
-
-    try:
-        orjson.dumps(call.arguments)  # C speed; fails on a surrogate (or deep nesting)
-        return
-    except TypeError:
-        call.arguments, hit = replace_surrogates_in(call.arguments)
-    if hit and SURROGATE_REPLACED not in call.repairs:
-        call.repairs.append(SURROGATE_REPLACED)
-
-
 def _strip_bidi(text: str) -> tuple[str, bool]:
     from codec.normalize import strip_bidi
 
@@ -728,10 +637,6 @@ def _dump(value: Any) -> str:
         return orjson.dumps(value).decode()
     except TypeError:
         return repr(value)
-
-
-def _dedupe(ids: list[str]) -> list[str]:
-    return list(dict.fromkeys(ids))
 
 
 # -- module-level convenience ---------------------------------------------------------------

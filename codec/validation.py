@@ -11,6 +11,7 @@ from codec.errors import (
     SCHEMA_VIOLATION,
     UNKNOWN_TOOL,
     CodecError,
+    json_kind,
 )
 from codec.jsonrepair import repair_json
 from codec.limits import DEFAULT_LIMITS, Limits
@@ -103,7 +104,7 @@ def _as_object(
     if not isinstance(arguments, dict):
         return arguments, CodecError(
             SCHEMA_VIOLATION,
-            f"arguments of {spec.name!r} must be a JSON object, got {_kind(arguments)}",
+            f"arguments of {spec.name!r} must be a JSON object, got {json_kind(arguments)}",
             {"path": "", "tool": spec.name, "validator": "type"},
         )
     return arguments, None
@@ -127,16 +128,6 @@ def _extend(repairs: list[str], found: list[str]) -> None:
             repairs.append(repair)
 
 
-def _kind(value: object) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return f"a {type(value).__name__}" if not isinstance(value, str) else "a string"
-
-
 def _unknown_tool(registry: ToolRegistry, name: object) -> CodecError:
     names = registry.names()
     listed = ", ".join(repr(n) for n in names[:_MAX_LISTED_TOOLS])
@@ -154,7 +145,7 @@ def _error_order(error: Any) -> tuple:
 
 
 def _violation(tool: str, error: Any) -> CodecError:
-    pointer = _pointer(error.absolute_path)
+    pointer = _json_pointer(error.absolute_path)
     message = error.message
     shown = repr(error.instance)
     if len(shown) > _MAX_VALUE_REPR and shown in message:
@@ -168,7 +159,7 @@ def _violation(tool: str, error: Any) -> CodecError:
     )
 
 
-def _pointer(path: Any) -> str:
+def _json_pointer(path: Any) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from codec.errors import INVALID_XML, CodecError
-from codec.heuristics import HeuristicContext, HeuristicResult, Phase
+from codec.heuristics import HeuristicContext, HeuristicResult, Phase, Pipeline
 from codec.limits import DEFAULT_LIMITS
 from codec.xmlscan import BARE_AMP_PATTERN, NAME_PATTERN, ScanOptions, find_missing_closes
 
@@ -232,3 +232,8 @@ def default_heuristics() -> list[Any]:
         DedupeTags(),
         SchemaCoerce(),
     ]
+
+
+def default_pipeline() -> Pipeline:
+    """The pipeline ``decode`` uses for XML calls (see ``docs/repairs-xml.md``)."""
+    return Pipeline().with_added(default_heuristics())

@@ -201,7 +201,7 @@ def _parse(
     result = _scan(text, ctx)
     if result.error is not None:
         return None, [_scan_error(result.error, text, ctx)]
-    reader = _Reader(ctx.schema, ctx.meta["parse_warnings"])
+    reader = _ArgumentBuilder(ctx.schema, ctx.meta["parse_warnings"])
     try:
         if fmt == "function":
             name, args = reader.function_call(result.nodes)
@@ -304,7 +304,7 @@ def _child_schema(schema: dict | None, name: str) -> dict | None:
     return prop if isinstance(prop, dict) else None
 
 
-class _Reader:
+class _ArgumentBuilder:
     """Turns scanned elements into a tool name and an arguments dict, per format."""
 
     def __init__(self, schema: dict | None, warnings: list[str]) -> None:
@@ -449,7 +449,7 @@ class _Reader:
 
 @dataclass(slots=True)
 class _Node:
-    """An element whose value is being built from its child elements (``_Reader.value``)."""
+    """An element whose value is built from its child elements (``_ArgumentBuilder.value``)."""
 
     el: Element
     schema: dict | None

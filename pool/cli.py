@@ -8,6 +8,7 @@ or a bad tools file, reported on one line of stderr.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -280,14 +281,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def kindaxml_main(argv: list[str]) -> int:
+    """``toolcodec kindaxml [--tags cite,note,...] [FILE|-]``: parse a document, print JSON.
+
+    Prints ``json.dumps(result.to_dict(), ensure_ascii=False)`` and returns 0; a bad ``--tags``
+    or an unreadable input prints a one-line error on stderr and returns 2.
+    """
+    from codec.kindaxml import KindaXMLConfig, parse  # loaded for this sub-command only
+
+    parser = argparse.ArgumentParser(
+        prog="toolcodec kindaxml", description="Parse KindaXML annotations and print JSON."
+    )
+    parser.add_argument("--tags", help="comma-separated recognised tag names (default: spec set)")
+    parser.add_argument("file", nargs="?", default="-", help="input file, or - for stdin")
+    args = parser.parse_args(argv)
+    try:
+        tags = None if args.tags is None else [t.strip() for t in args.tags.split(",")
+                                               if t.strip()]
+        config = KindaXMLConfig() if tags is None else KindaXMLConfig(recognized_tags=tags)
+    except ValueError as exc:  # a --tags entry that is not a tag name
+        print(f"toolcodec kindaxml: --tags: {exc}", file=sys.stderr)
+        return 2
+    try:
+        text = _read_text(args.file)
+    except CliError as exc:
+        print(f"toolcodec kindaxml: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(parse(text, config=config).to_dict(), ensure_ascii=False))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if argv and argv[0] == "kindaxml":
-        # KindaXML has its own argument parser; hand it the rest untouched.
-        from codec.kindaxml.cli import cli_main
-
-        return cli_main(argv[1:])
+        return kindaxml_main(argv[1:])  # its own argument parser takes the rest untouched
     args = parser.parse_args(argv)
     handlers = {"decode": _cmd_decode, "repair": _cmd_repair, "worker": _cmd_worker,
                 "serve": _cmd_serve, "bench": _cmd_bench}

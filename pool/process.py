@@ -32,7 +32,7 @@ from codec.errors import BAD_REQUEST, REJECTED, TIMEOUT, WORKER_LOST
 from codec.limits import Limits
 from pool.admission import Closed, QueueFull, Waiter, WorkerLine
 from pool.door import MAX_TIMEOUT_MS
-from worker.child import WorkerDied, WorkerProcess
+from worker.child import RUN_JOB_HANDLER, WorkerDied, WorkerProcess
 from worker.envelope import complete, error_envelope
 from worker.jobs import warm
 from worker.limits import ENV as LIMIT_ENV
@@ -152,7 +152,7 @@ class ProcessBackend:
         timeout_ms: float = 50,
         queue_size: int = DEFAULT_QUEUE_SIZE,
         metrics: Metrics | None = None,
-        handler: str = "worker.jobs:run_job",
+        handler: str = RUN_JOB_HANDLER,
         start_method: str = "fork",
         limits: Limits | None = None,
     ) -> None:
@@ -171,7 +171,7 @@ class ProcessBackend:
         self._stopping = False
         self._executor: ThreadPoolExecutor | None = None
         self._revive_queue: queue.SimpleQueue[tuple[_Slot | None, str]] = queue.SimpleQueue()
-        if handler == "worker.jobs:run_job" and start_method == "fork":
+        if handler == RUN_JOB_HANDLER and start_method == "fork":
             warm()
         env = {} if limits is None else {
             LIMIT_ENV[name]: str(getattr(limits, name)) for name in LIMIT_ENV}

@@ -21,7 +21,6 @@ passed on as the model wrote them. The upstream API key is sent upstream only, n
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
 from codec.errors import ALL_CODES
 from codec.tools import InvalidToolsError
+from pool.proxy_message import openai_message, unrepaired_natives
 
 REPORT_HEADER = "x-toolcodec-report"
 REPAIRS_HEADER = "x-toolcodec-repairs"
@@ -75,12 +75,6 @@ class ProxyMetrics:
         for error in (result or {}).get("errors") or []:
             code = error.get("code")
             self.model_errors.labels(code if code in ALL_CODES else "other").inc()
-
-
-def call_id(response_id: str, index: int) -> str:
-    """A tool-call id that is the same for the streamed and the whole answer."""
-    digest = hashlib.blake2b(f"{response_id}:{index}".encode(), digest_size=12).hexdigest()
-    return f"call_{digest}"
 
 
 class UpstreamError(Exception):
@@ -234,28 +228,6 @@ def _rebuilt(message: dict[str, Any], result: dict[str, Any] | None, response_id
     outcome = "model_error" if result["errors"] else (
         "repaired" if result["repairs"] or new != _plain(message) else "unchanged")
     return outcome, new
-
-
-def unrepaired_natives(result: dict[str, Any], natives: Any) -> list[dict[str, Any]]:
-    """The native calls decoding refused (by ``call_index``), exactly as the model sent them."""
-    if not isinstance(natives, list):
-        return []
-    failed = sorted({e["call_index"] for e in result.get("errors") or []
-                     if isinstance(e.get("call_index"), int)})
-    return [natives[i] for i in failed if 0 <= i < len(natives) and isinstance(natives[i], dict)]
-
-
-def openai_message(result: dict[str, Any], id_seed: str) -> dict[str, Any]:
-    """The assistant message an OpenAI client expects, from a decode result."""
-    message: dict[str, Any] = {"role": "assistant", "content": result["content"] or None}
-    if result.get("reasoning"):
-        message["reasoning_content"] = result["reasoning"]
-    if result["calls"]:
-        message["tool_calls"] = [
-            {"id": call_id(id_seed, i), "type": "function",
-             "function": {"name": c["name"], "arguments": orjson.dumps(c["arguments"]).decode()}}
-            for i, c in enumerate(result["calls"])]
-    return message
 
 
 def _plain(message: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import httpx
 import orjson
 
 from codec.openai_chunks import ChunkWriter
+from pool.proxy_message import call_id, unrepaired_natives
 
 DONE = b"data: [DONE]\n\n"
 
@@ -49,8 +50,6 @@ def _sse(body: dict[str, Any]) -> bytes:
 async def relay(response: httpx.Response, proxy: Any, body: dict[str, Any],
                 report: bool) -> AsyncIterator[bytes]:
     """The client's SSE bytes for one upstream stream."""
-    from pool.proxy import call_id
-
     decoder = proxy.decoder_for(body.get("tools") or [])
     upstream = _Upstream()
     writer: ChunkWriter | None = None
@@ -104,8 +103,6 @@ async def relay(response: httpx.Response, proxy: Any, body: dict[str, Any],
 def _unrepaired(writer: ChunkWriter, result: dict[str, Any],
                 message: dict[str, Any]) -> list[bytes]:
     """Native calls decoding refused, passed on as the model wrote them (as whole answers do)."""
-    from pool.proxy import unrepaired_natives
-
     out = []
     for native in unrepaired_natives(result, message.get("tool_calls")):
         out.append(_sse(writer.raw_call(native)))

@@ -16,6 +16,7 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +83,7 @@ class RQBackend:
     :param connect_timeout: seconds before an unreachable Redis is reported.
     """
 
-    name = "rq"
+    backend = "rq"  # the metrics' ``backend`` label and the envelopes' "backend"
 
     def __init__(
         self,
@@ -93,7 +94,6 @@ class RQBackend:
         metrics: Any = None,
         max_queue: int = 1000,
         connect_timeout: float = 0.5,
-        **_ignored: Any,
     ) -> None:
         self.queue = queue
         self.timeout_ms = float(timeout_ms)
@@ -113,12 +113,13 @@ class RQBackend:
         self._lock = threading.Lock()
         self._closed = False
         self._ids = itertools.count()
-        self._listener = _ReplyListener(self, redis_url, connect_timeout)
+        self._listener = _ReplyListener(redis_url, connect_timeout, self._reply_key,
+                                        self._deliver, self._fail_all)
         self._listener.start()
         self._withdrawer = _Withdrawer(self._redis, self._keys[0], self.client_id)
         self._withdrawer.start()
         if metrics is not None:  # read at scrape time: never a stale number
-            metrics.queue_depth.labels(backend=self.name).set_function(self._depth_now)
+            metrics.queue_depth.labels(backend=self.backend).set_function(self._depth_now)
 
     def _depth_now(self) -> float:
         if self._closed:
@@ -140,9 +141,9 @@ class RQBackend:
         budget, why = check_budget(timeout_ms, self.timeout_ms)
         env = (_error(op, "error", BAD_REQUEST, why, field="timeout_ms") if budget is None
                else self._submit(op, payload, start, budget))
-        env = complete(env, op, self.name, start)
+        env = complete(env, op, self.backend, start)
         if self.metrics is not None:
-            self.metrics.observe(op, self.name, env)
+            self.metrics.observe(op, self.backend, env)
         return env
 
     def queue_depth(self) -> int:
@@ -272,17 +273,20 @@ class RQBackend:
 
 
 class _ReplyListener(threading.Thread):
-    """BLPOPs the caller's reply list and wakes the thread each reply belongs to.
+    """BLPOPs one reply list and hands each reply to ``deliver(job_id, envelope)``.
 
-    On a lost connection it fails every waiter with ``backend_unavailable`` at once (their
-    jobs are not coming back from a restarted Redis) and reconnects with a short backoff.
+    On a lost connection it calls ``fail_all(message)`` at once (the jobs in flight are not
+    coming back from a restarted Redis) and reconnects with a short backoff.
     """
 
     BLOCK_SECONDS = 1
 
-    def __init__(self, backend: RQBackend, redis_url: str, connect_timeout: float) -> None:
-        super().__init__(name=f"toolcodec-rq-replies-{backend.client_id[:8]}", daemon=True)
-        self.backend = backend
+    def __init__(self, redis_url: str, connect_timeout: float, reply_key: str,
+                 deliver: Callable[[str, dict], None], fail_all: Callable[[str], None]) -> None:
+        super().__init__(name=f"toolcodec-rq-replies-{reply_key[-32:-24]}", daemon=True)
+        self._key = reply_key
+        self._deliver = deliver
+        self._fail_all = fail_all
         self._stop_event = threading.Event()
         self._redis = redis.Redis.from_url(
             redis_url, socket_connect_timeout=connect_timeout,
@@ -291,20 +295,21 @@ class _ReplyListener(threading.Thread):
 
     def stop(self) -> None:
         self._stop_event.set()
-        try:
-            self.backend._redis.lpush(self.backend._reply_key, _STOP)
+        try:  # wakes the BLPOP now rather than at its timeout
+            with redis.Redis(connection_pool=self._redis.connection_pool) as wake:
+                wake.lpush(self._key, _STOP)
         except _REDIS_ERRORS:
             pass
         self.join(timeout=self.BLOCK_SECONDS + 1)
         self._redis.close()
 
     def run(self) -> None:
-        key, backoff = self.backend._reply_key, 0.01
+        backoff = 0.01
         while not self._stop_event.is_set():
             try:
-                popped = self._redis.blpop([key], timeout=self.BLOCK_SECONDS)
+                popped = self._redis.blpop([self._key], timeout=self.BLOCK_SECONDS)
             except (*_REDIS_ERRORS, OSError, ValueError) as exc:  # the thread must survive all
-                self.backend._fail_all(f"lost the connection to Redis while waiting: {exc}")
+                self._fail_all(f"lost the connection to Redis while waiting: {exc}")
                 self._stop_event.wait(backoff)
                 backoff = min(backoff * 2, 0.5)
                 continue
@@ -313,7 +318,7 @@ class _ReplyListener(threading.Thread):
                 continue
             reply = proto.decode_reply(popped[1])
             if reply is not None:
-                self.backend._deliver(*reply)
+                self._deliver(*reply)
 
 
 class _Withdrawer(threading.Thread):

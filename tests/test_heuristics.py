@@ -14,6 +14,7 @@ from codec.heuristics import (
     check_heuristic,
     same_value,
 )
+from codec.xml_heuristics import default_pipeline
 
 
 @dataclass
@@ -213,7 +214,7 @@ def test_with_added_appends_to_the_right_phase():
 
 
 def test_replacing_swaps_whole_phases():
-    default = Pipeline.default()
+    default = default_pipeline()
     mine = Rewrite("test.mine", "fallback-reparse", "a", "b")
     replaced = default.replacing({"fallback-reparse": [mine], "post-parse": []})
     assert replaced.pre_parse == default.pre_parse
@@ -226,7 +227,7 @@ def test_replacing_swaps_whole_phases():
 
 
 def test_default_pipeline_ids_in_order():
-    p = Pipeline.default()
+    p = default_pipeline()
     assert [h.id for h in p.pre_parse] == ["xml.normalize_close_tag", "xml.escape_lt"]
     assert [h.id for h in p.fallback_reparse] == ["xml.escape_ampersand", "xml.balance_tags"]
     assert [h.id for h in p.post_parse] == ["xml.dedupe_tags", "schema.coerce"]

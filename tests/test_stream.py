@@ -87,7 +87,7 @@ def check(c: ToolCallCodec, text: str, parts: list) -> None:
     assert content.strip() == got["content"]
     # Nothing lost: the content events are exactly the text and markup spans, in order.
     kept = "".join(text[s.start:s.end] for s in whole.spans if s.kind in ("text", "markup"))
-    assert content == codec.toolcodec._encodable(codec.DecodeResult(True, content=kept)).content
+    assert content == codec.result.encodable_result(codec.DecodeResult(True, content=kept)).content
     orjson.dumps(events)
 
 

@@ -14,13 +14,13 @@ from codec.errors import (
     SCHEMA_VIOLATION,
     UNKNOWN_TOOL,
 )
-from codec.heuristics import Pipeline
 from codec.limits import Limits
 from codec.tools import ToolRegistry
+from codec.xml_heuristics import default_pipeline
 from codec.xmlcall import _join_text, decode_xml_call
 from codec.xmlscan import ScanOptions, scan
 
-PIPELINE = Pipeline.default()
+PIPELINE = default_pipeline()
 REGISTRY = ToolRegistry.from_tools(
     [
         {"name": "get_weather", "parameters": {"type": "object", "properties": {

@@ -57,6 +57,10 @@ def resolve_handler(ref: str) -> Handler:
     return getattr(importlib.import_module(module_name), attr)
 
 
+# The handler every toolcodec worker runs unless told otherwise (tests pass their own).
+RUN_JOB_HANDLER = "worker.jobs:run_job"
+
+
 class WorkerProcess:
     """One child process fed jobs over a pipe; see the module docstring.
 
@@ -66,7 +70,7 @@ class WorkerProcess:
     environment before its first job (the pool passes the operator's limits this way).
     """
 
-    def __init__(self, *, handler: str = "worker.jobs:run_job", start_method: str = "fork",
+    def __init__(self, *, handler: str = RUN_JOB_HANDLER, start_method: str = "fork",
                  env: dict[str, str] | None = None) -> None:
         self.handler = handler
         self.start_method = start_method

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 import codec
-from codec.errors import BAD_REQUEST, TIMEOUT
+from codec.errors import BAD_REQUEST, TIMEOUT, json_kind
 from codec.limits import Limits
 from codec.toolcodec import ToolCallCodec, codec_for
 from codec.tools import InvalidToolsError
@@ -60,26 +60,23 @@ def run_job(job: dict) -> dict:
 
 def _check_job(job: Any) -> tuple[dict, float | None]:
     if not isinstance(job, dict):
-        raise BadRequest(f"a job must be a JSON object, got {_kind(job)}")
+        raise BadRequest(f"a job must be a JSON object, got {json_kind(job)}")
     if not isinstance(job.get("id"), str):
-        raise BadRequest(f"job field 'id' must be a string, got {_kind(job.get('id'))}", "id")
+        raise BadRequest(f"job field 'id' must be a string, got {json_kind(job.get('id'))}", "id")
     if not isinstance(job.get("op"), str):
-        raise BadRequest(f"job field 'op' must be a string, got {_kind(job.get('op'))}", "op")
+        raise BadRequest(f"job field 'op' must be a string, got {json_kind(job.get('op'))}", "op")
     payload = job.get("payload")
     if not isinstance(payload, dict):
-        raise BadRequest(f"job field 'payload' must be an object, got {_kind(payload)}", "payload")
+        raise BadRequest(f"job field 'payload' must be an object, got {json_kind(payload)}",
+                         "payload")
     deadline = job.get("deadline")
     if deadline is not None and (isinstance(deadline, bool) or not _is_number(deadline)):
         raise BadRequest(
             "job field 'deadline' must be a number (absolute epoch seconds), "
-            f"got {_kind(deadline)}",
+            f"got {json_kind(deadline)}",
             "deadline",
         )
     return payload, deadline
-
-
-def _kind(value: Any) -> str:
-    return "missing" if value is None else type(value).__name__
 
 
 def _is_number(value: Any) -> bool:
@@ -93,7 +90,7 @@ def _field(payload: dict, name: str, kind: type | tuple, required: bool = True) 
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise BadRequest(
-            f"payload field '{name}' must be {want}, got {_kind(value)}", f"payload.{name}"
+            f"payload field '{name}' must be {want}, got {json_kind(value)}", f"payload.{name}"
         )
     return value
 
@@ -194,14 +191,14 @@ def _codec(payload: dict, *, tools_required: bool) -> ToolCallCodec:
         if value is not None and kind is bool:
             if not isinstance(value, bool):
                 raise BadRequest(f"payload.options.{name} must be true or false, got "
-                                 f"{_kind(value)}", f"payload.options.{name}")
+                                 f"{json_kind(value)}", f"payload.options.{name}")
             kwargs[name] = value
     kwargs["limits"] = _limits(options.get("limits"))
     formats = options.get("formats")
     if formats is not None:
         if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
             raise BadRequest("payload.options.formats must be a list of format ids, got "
-                             f"{_kind(formats)}", "payload.options.formats")
+                             f"{json_kind(formats)}", "payload.options.formats")
         kwargs["formats"] = tuple(sorted(set(formats)))  # hashable: the codec cache's key
     try:
         return codec_for(tools, **kwargs)

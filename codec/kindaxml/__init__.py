@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from codec.kindaxml.cli import cli_main
 from codec.kindaxml.config import KindaXMLConfig, build_config
 from codec.kindaxml.output import Annotation, Marker, ParseResult, Recovery, Segment
 from codec.kindaxml.parser import Parser
@@ -28,7 +27,6 @@ __all__ = [
     "ParseResult",
     "Recovery",
     "Segment",
-    "cli_main",
     "parse",
 ]
 

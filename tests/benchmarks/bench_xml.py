@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from codec.heuristics import Pipeline  # noqa: E402
 from codec.limits import Limits  # noqa: E402
 from codec.tools import ToolRegistry  # noqa: E402
+from codec.xml_heuristics import default_pipeline  # noqa: E402
 from codec.xmlcall import decode_xml_call  # noqa: E402
 from tests.benchmarks.timing import best  # noqa: E402
 
@@ -25,7 +25,7 @@ GROWTH_TARGET = 12.0
 REPAIR_100KB_TARGET_MS = 10.0
 SIZES = (("1KB", 1_000), ("100KB", 100_000), ("1MB", 1_000_000))
 
-PIPELINE = Pipeline.default()
+PIPELINE = default_pipeline()
 REGISTRY = ToolRegistry.from_tools(
     [{"name": "search", "parameters": {"type": "object", "properties": {
         "pattern": {"type": "string"}, "path": {"type": "string"}}}}]

@@ -1,0 +1,36 @@
+"""The assistant message an OpenAI client gets from a decode result, streamed or whole."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+
+def call_id(response_id: str, index: int) -> str:
+    """A tool-call id that is the same for the streamed and the whole answer."""
+    digest = hashlib.blake2b(f"{response_id}:{index}".encode(), digest_size=12).hexdigest()
+    return f"call_{digest}"
+
+
+def unrepaired_natives(result: dict[str, Any], natives: Any) -> list[dict[str, Any]]:
+    """The native calls decoding refused (by ``call_index``), exactly as the model sent them."""
+    if not isinstance(natives, list):
+        return []
+    failed = sorted({e["call_index"] for e in result.get("errors") or []
+                     if isinstance(e.get("call_index"), int)})
+    return [natives[i] for i in failed if 0 <= i < len(natives) and isinstance(natives[i], dict)]
+
+
+def openai_message(result: dict[str, Any], id_seed: str) -> dict[str, Any]:
+    """The assistant message an OpenAI client expects, from a decode result."""
+    message: dict[str, Any] = {"role": "assistant", "content": result["content"] or None}
+    if result.get("reasoning"):
+        message["reasoning_content"] = result["reasoning"]
+    if result["calls"]:
+        message["tool_calls"] = [
+            {"id": call_id(id_seed, i), "type": "function",
+             "function": {"name": c["name"], "arguments": orjson.dumps(c["arguments"]).decode()}}
+            for i, c in enumerate(result["calls"])]
+    return message
