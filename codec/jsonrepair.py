@@ -31,7 +31,7 @@ from codec.result import RepairResult
 
 __all__ = ["repair_json", "repair_json_prefix"]
 
-_VALUE, _AFTER, _KEY = 0, 1, 2
+_VALUE, _AFTER, _KEY, _DONE = 0, 1, 2, 3
 _NUMBER_START = frozenset("-0123456789")
 _OPERATORS = frozenset("+*/%")
 _KEY_AHEAD = re.compile(r'(?:"[^"\\\n]{0,200}"|[A-Za-z_]\w{0,64})\s*:')
@@ -42,28 +42,29 @@ _PROSE_STOP = re.compile(r"[{\[｛［]|```")
 _FENCE_LANG = re.compile(r"[A-Za-z0-9_+.-]*")
 
 
-# Hot-path tokens: well-formed JSON needing no repair. Each lookahead demands what the general
-# code would also accept as the token's end, so both paths read such a token the same way.
+# Hot-path tokens: well-formed JSON needing no repair but single quotes. Each lookahead
+# demands what the general code would also accept as the token's end, so both paths read such
+# a token the same way. A string is two groups: double-quoted, then single-quoted.
 _END = r"(?=[ \t\n\r]*(?:[,}\]]|\Z))"
+_STRING = r"""(?:"([^"\\\x00-\x1f]*)"|'([^'\\\x00-\x1f]*)')"""
+_NUMBER = r"(-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?)"
 _FAST_VALUE = re.compile(
-    r'[ \t\n\r]*(?:"([^"\\\x00-\x1f]*)"' + _END
-    + r"|(-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?)" + _END
-    + r"|(true|false|null)" + _END
-    + r"|([{\[]))"
+    r"[ \t\n\r]*(?:" + _STRING + _END + "|" + _NUMBER + _END
+    + r"|(true|false|null)" + _END + r"|([{\[]))"
 )
-_SCALAR = (
-    r'(?:"([^"\\\x00-\x1f]*)"' + _END
-    + r"|(-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?)" + _END
-    + r"|(true|false|null)" + _END + ")"
-)
-# `"key": scalar` (groups: key, string, number, fraction, exponent, word), with or without
-# the comma before it; `, scalar` in arrays (the same groups without the key).
-_MEMBER = r'[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*' + _SCALAR
+# Groups: string (2), number, fraction, exponent, word.
+_SCALAR = "(?:" + _STRING + _END + "|" + _NUMBER + _END + r"|(true|false|null)" + _END + ")"
+# `"key": scalar` (groups: key (3), then the scalar's), with or without the comma before it;
+# `, scalar` in arrays (the scalar's groups alone).
+# A key may also be a bare identifier (group 3), as `{id: 1}`.
+_KEY_TOKEN = "(?:" + _STRING[3:-1] + "|([A-Za-z_][A-Za-z0-9_]*))"
+_MEMBER = r"[ \t\n\r]*" + _KEY_TOKEN + r"[ \t\n\r]*:[ \t\n\r]*" + _SCALAR
 _FAST_MEMBER = re.compile(_MEMBER)
 _FAST_NEXT_MEMBER = re.compile(r"[ \t\n\r]*," + _MEMBER)
 _FAST_NEXT_ITEM = re.compile(r"[ \t\n\r]*,[ \t\n\r]*" + _SCALAR)
-_FAST_AFTER = re.compile(r"[ \t\n\r]*([,}\]])")
-_FAST_KEY = re.compile(r'[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:')
+# A comma or a closer after a value; group 1 is a comma right before a closer (trailing).
+_FAST_AFTER = re.compile(r"[ \t\n\r]*(?:(,)[ \t\n\r]*(?=[}\]]))?([,}\]])")
+_FAST_KEY = re.compile(r"[ \t\n\r]*" + _KEY_TOKEN + r"[ \t\n\r]*:")
 _JSON_WORDS = {"true": True, "false": False, "null": None}
 
 
@@ -249,7 +250,8 @@ def _too_large(text: str, limits: Limits) -> RepairResult:
 class _Repairer:
     """One pass over ``text``: locate the value, read it with an explicit stack, check the tail."""
 
-    __slots__ = ("text", "limits", "repairs")
+    __slots__ = ("text", "limits", "repairs", "stack", "keys", "open_lists", "after_comma",
+                 "vstart")
 
     def __init__(self, text: str, limits: Limits) -> None:
         self.text = text
@@ -335,266 +337,273 @@ class _Repairer:
     def parse(self, pos: int) -> tuple[Any, int]:
         """Read one value starting at ``pos``; return it and the offset just past it.
 
-        Each state first tries one precompiled regex for the common well-formed token (the
-        hot path); anything else goes to the general, repairing code below it.
+        A loop over three states, one method each: a value is expected (:meth:`_value`), a
+        value was read (:meth:`_after`: store it, then a comma or a closer), a key is expected
+        (:meth:`_key`). Open containers live on an explicit stack, so depth costs no
+        recursion. Each state first tries one precompiled regex for the common well-formed
+        token (the hot path); anything else goes to the general, repairing code.
         """
-        text, rep, n = self.text, self.repairs, len(self.text)
-        max_depth = self.limits.max_depth
-        significant = self._significant
-        fast_value, fast_after, fast_key = _FAST_VALUE.match, _FAST_AFTER.match, _FAST_KEY.match
-        fast_member, next_member = _FAST_MEMBER.match, _FAST_NEXT_MEMBER.match
-        next_item = _FAST_NEXT_ITEM.match
-        stack: list[Any] = []  # open containers, innermost last
-        keys: list[Any] = []  # per container: the key whose value is being read (dicts)
-        top: Any = None  # stack[-1], or None at the top level
-        open_lists = 0
-        state, value, after_comma, vstart = _VALUE, None, False, pos
+        self.stack, self.keys = [], []
+        self.open_lists, self.after_comma, self.vstart = 0, False, pos
+        value_step, after_step, key_step = self._value, self._after, self._key
+        state, value = _VALUE, None
         while True:
-            if state == _VALUE:
-                m = fast_value(text, pos)
-                if m is not None:
-                    kind = m.lastindex
-                    if kind == 1:  # a plain string
-                        value, pos, state = m.group(1), m.end(), _AFTER
-                        continue
-                    if kind <= 4:  # a number (groups 2-4)
-                        literal = m.group(2)
-                        vstart, pos = m.start(2), m.end()
-                        if m.group(3) or m.group(4):
-                            value = scan.to_number(literal, True, rep)
-                        else:
-                            value = int(literal) if len(literal) < 19 else scan.to_number(
-                                literal, False, rep)
-                        state = _AFTER
-                        continue
-                    if kind == 5:
-                        value, pos, state = _JSON_WORDS[m.group(5)], m.end(), _AFTER
-                        continue
-                    # kind 6: `{` or `[`
-                    vstart = m.start(6)
-                    if len(stack) >= max_depth:
-                        raise ScanFailure(NESTING_TOO_DEEP, m.start(6),
-                                          f"arrays and objects nest deeper than {max_depth} levels")
-                    pos = m.end()
-                    if m.group(6) == "{":
-                        top = {}
-                        state = _KEY
-                    else:
-                        top = []
-                        open_lists += 1
-                    stack.append(top)
-                    keys.append(None)
-                    after_comma = False
-                    continue
-                pos, c = significant(pos)
-                if not c:
-                    if top is None:
-                        raise ScanFailure(INVALID_JSON, pos, "expected a JSON value, found the end")
-                    if type(top) is dict:
-                        rep[scan.DANGLING_KEY] = None
-                    rep[scan.UNCLOSED] = None
-                    return _close_all(stack, keys), n
-                vstart = pos
-                if c == "{" or c == "[":  # after a comment, a blank the hot path skips, or NFKC
-                    if len(stack) >= max_depth:
-                        raise ScanFailure(NESTING_TOO_DEEP, pos,
-                                          f"arrays and objects nest deeper than {max_depth} levels")
-                    top = {} if c == "{" else []
-                    open_lists += c == "["
-                    stack.append(top)
-                    keys.append(None)
-                    after_comma = False
-                    pos += 1
-                    state = _KEY if c == "{" else _VALUE
-                    continue
-                ctx = (scan.ROOT if top is None else
-                       scan.MEMBER if type(top) is dict else scan.ITEM)
-                if c in scan.QUOTES:
-                    value, pos, _ = scan.scan_string(text, pos, ctx, rep)
-                    state = _AFTER
-                    continue
-                if c in ",]}":
-                    if type(top) is list:
-                        if c == ",":
-                            rep[scan.EXTRA_COMMA] = None
-                            after_comma = True
-                            pos += 1
-                            continue
-                        if c == "]":
-                            if after_comma:
-                                rep[scan.TRAILING_COMMA] = None
-                            value = stack.pop()
-                            keys.pop()
-                            open_lists -= 1
-                            top = stack[-1] if stack else None
-                            pos, state = pos + 1, _AFTER
-                            continue
-                    elif type(top) is dict:
-                        rep[scan.MISSING_VALUE] = None  # `{"a": }`: read as null
-                        value, state = None, _AFTER
-                        continue
-                    if top is None:
-                        raise ScanFailure(INVALID_JSON, pos, f"expected a JSON value, found {c!r}")
-                    more = self._comma_next(pos + 1)
-                    if more and not _kind_open(c, stack, open_lists):  # closes nothing
-                        rep[scan.STRAY_CLOSER] = None
-                        pos += 1
-                        continue
-                    value, open_lists = _close_mismatched(stack, keys, c, open_lists, rep, more)
-                    top = stack[-1] if stack else None
-                    pos, state = pos + 1, _AFTER
-                    continue
-                if c in _NUMBER_START:
-                    m = scan.NUMBER.match(text, pos)
-                    if m is not None:
-                        end = m.end()
-                        if end >= n or text[end] in ",]}\n\r":
-                            value = scan.to_number(m.group(), bool(m.group(1) or m.group(2)), rep)
-                            pos, state = end, _AFTER
-                            continue
-                value, pos = scan.read_bare(text, pos, ctx, rep)
-                state = _AFTER
-                continue
-
             if state == _AFTER:
-                if top is None:
-                    self._refuse_operator(pos, vstart)
-                    return value, pos
-                is_list = type(top) is list
-                if value is not scan.SKIP:
-                    if is_list:
-                        top.append(value)
-                    else:
-                        if keys[-1] in top:
-                            _duplicate(keys[-1], vstart)
-                        top[keys[-1]] = value
-                # hot path: more well-formed scalar items or members, one regex match each
-                if is_list:
-                    m = next_item(text, pos)
-                    while m is not None:
-                        top.append(_scalar(m, 1, rep))
-                        pos = m.end()
-                        m = next_item(text, pos)
-                else:
-                    m = next_member(text, pos)
-                    while m is not None:
-                        if m.group(1) in top:
-                            _duplicate(m.group(1), m.start())
-                        top[m.group(1)] = _scalar(m, 2, rep)
-                        pos = m.end()
-                        m = next_member(text, pos)
-                m = fast_after(text, pos)
-                if m is not None:
-                    c = m.group(1)
-                    pos = m.end()
-                else:
-                    pos, c = significant(pos)
-                    if not c:
-                        rep[scan.UNCLOSED] = None
-                        return _close_all(stack, keys), n
-                    pos += 1
-                if c == ",":
-                    after_comma = True
-                    state = _VALUE if is_list else _KEY
-                elif c == ("]" if is_list else "}"):
-                    value = stack.pop()
-                    keys.pop()
-                    open_lists -= is_list
-                    top = stack[-1] if stack else None
-                elif c in "]}":
-                    more = self._comma_next(pos)
-                    if more and not _kind_open(c, stack, open_lists):  # closes nothing
-                        rep[scan.STRAY_CLOSER] = None
-                        value = scan.SKIP  # still just after the value already stored
-                        continue
-                    value, open_lists = _close_mismatched(stack, keys, c, open_lists, rep, more)
-                    top = stack[-1] if stack else None
-                elif c in _OPERATORS:
-                    self._refuse_operator(pos - 1, vstart)
-                elif c == "`" and text.startswith("```", pos - 1):
-                    rep[scan.UNCLOSED] = None  # a closing fence: the value ends here
-                    return _close_all(stack, keys), pos - 1
-                elif c == ":" or (not is_list and c in "{["):
-                    closer = "]" if is_list else "}"
-                    raise ScanFailure(INVALID_JSON, pos - 1,
-                                      f"expected ',' or '{closer}' after a value, found {c!r}")
-                else:
-                    rep[scan.MISSING_COMMA] = None
-                    after_comma = False
-                    pos -= 1
-                    state = _VALUE if is_list else _KEY
-                continue
+                state, value, pos = after_step(value, pos)
+            elif state == _VALUE:
+                state, value, pos = value_step(pos)
+            elif state == _KEY:
+                state, value, pos = key_step(pos)
+            else:
+                return value, pos
 
-            # state == _KEY: after `{` or a comma inside an object
-            m = fast_member(text, pos)
+    def _open(self, c: str, at: int) -> int:
+        """Open a container at ``at``; the state that follows its opener."""
+        self.vstart = at
+        stack = self.stack
+        if len(stack) >= self.limits.max_depth:
+            raise ScanFailure(NESTING_TOO_DEEP, at,
+                              f"arrays and objects nest deeper than {self.limits.max_depth} levels")
+        stack.append({} if c == "{" else [])
+        self.keys.append(None)
+        self.after_comma = False
+        if c == "{":
+            return _KEY
+        self.open_lists += 1
+        return _VALUE
+
+    def _close(self) -> Any:
+        """Pop the innermost container (its closer matched) and return it."""
+        value = self.stack.pop()
+        self.keys.pop()
+        self.open_lists -= type(value) is list
+        return value
+
+    def _end(self) -> tuple[int, Any, int]:
+        """The input ended inside containers: close them all."""
+        self.repairs[scan.UNCLOSED] = None
+        return _DONE, _close_all(self.stack, self.keys), len(self.text)
+
+    def _value(self, pos: int) -> tuple[int, Any, int]:
+        m = _FAST_VALUE.match(self.text, pos)
+        if m is None:
+            return self._value_slow(pos)
+        kind = m.lastindex
+        if kind <= 2:  # a plain string
+            if kind == 2:  # single-quoted: where the general path, which reads it, puts it
+                self.vstart = m.start(2) - 1
+            return _AFTER, _scalar(m, 1, self.repairs), m.end()
+        if kind <= 5:  # a number (groups 3-5)
+            self.vstart = m.start(3)
+            return _AFTER, _scalar(m, 1, self.repairs), m.end()
+        if kind == 6:
+            return _AFTER, _JSON_WORDS[m.group(6)], m.end()
+        if self._open(m.group(7), m.start(7)) == _KEY:  # kind 7: `{` or `[`
+            return self._key(m.end())  # saves a turn of the loop on the commonest path
+        return _VALUE, None, m.end()
+
+    def _value_slow(self, pos: int) -> tuple[int, Any, int]:
+        text, rep, stack = self.text, self.repairs, self.stack
+        top = stack[-1] if stack else None
+        pos, c = self._significant(pos)
+        if not c:
+            if top is None:
+                raise ScanFailure(INVALID_JSON, pos, "expected a JSON value, found the end")
+            if type(top) is dict:
+                rep[scan.DANGLING_KEY] = None
+            return self._end()
+        self.vstart = pos
+        if c == "{" or c == "[":  # after a comment, a blank the hot path skips, or NFKC
+            return self._open(c, pos), None, pos + 1
+        ctx = scan.ROOT if top is None else scan.MEMBER if type(top) is dict else scan.ITEM
+        if c in scan.QUOTES:
+            value, pos, _ = scan.scan_string(text, pos, ctx, rep)
+            return _AFTER, value, pos
+        if c in ",]}":
+            return self._closer_for_value(c, pos, top)
+        if c in _NUMBER_START:
+            m = scan.NUMBER.match(text, pos)
             if m is not None:
-                keys[-1] = m.group(1)
-                value = _scalar(m, 2, rep)
-                pos, state = m.end(), _AFTER
-                continue
-            m = fast_key(text, pos)
-            if m is not None:
-                keys[-1] = m.group(1)
-                pos, state = m.end(), _VALUE
-                continue
-            pos, c = significant(pos)
-            if not c:
-                rep[scan.UNCLOSED] = None
-                return _close_all(stack, keys), n
-            if c == "}":
-                if after_comma:
-                    rep[scan.TRAILING_COMMA] = None
-                value = stack.pop()
-                keys.pop()
-                top = stack[-1] if stack else None
-                pos, state = pos + 1, _AFTER
-                continue
+                end = m.end()
+                if end >= len(text) or text[end] in ",]}\n\r":
+                    return _AFTER, scan.to_number(m.group(), bool(m.group(1) or m.group(2)),
+                                                  rep), end
+        value, pos = scan.read_bare(text, pos, ctx, rep)
+        return _AFTER, value, pos
+
+    def _closer_for_value(self, c: str, pos: int, top: Any) -> tuple[int, Any, int]:
+        """A comma or a closer where a value was expected."""
+        rep = self.repairs
+        if type(top) is list:
             if c == ",":
                 rep[scan.EXTRA_COMMA] = None
-                after_comma = True
-                pos += 1
-                continue
+                self.after_comma = True
+                return _VALUE, None, pos + 1
             if c == "]":
-                more = self._comma_next(pos + 1)
-                if more and not _kind_open(c, stack, open_lists):  # closes nothing
-                    rep[scan.STRAY_CLOSER] = None
-                    pos += 1
-                    continue
-                value, open_lists = _close_mismatched(stack, keys, c, open_lists, rep, more)
-                top = stack[-1] if stack else None
-                pos, state = pos + 1, _AFTER
-                continue
-            bare_key = c not in scan.QUOTES
-            if c in scan.QUOTES:
-                key, pos, closed = scan.scan_string(text, pos, scan.KEY, rep)
-                if not closed:
-                    rep[scan.DANGLING_KEY] = None
-                    return _close_all(stack, keys), n
-            elif c in "{[":
-                raise ScanFailure(INVALID_JSON, pos, f"expected a key (a string), found {c!r}")
-            else:
-                key, pos = self._bare_key(pos)
-                if key is scan.SKIP:
-                    value, state = key, _AFTER
-                    continue
-            pos, c = significant(pos)
+                if self.after_comma:
+                    rep[scan.TRAILING_COMMA] = None
+                return _AFTER, self._close(), pos + 1
+        elif type(top) is dict:
+            rep[scan.MISSING_VALUE] = None  # `{"a": }`: read as null
+            return _AFTER, None, pos
+        if top is None:
+            raise ScanFailure(INVALID_JSON, pos, f"expected a JSON value, found {c!r}")
+        return self._mismatched(c, pos + 1, _VALUE)
+
+    def _mismatched(self, c: str, pos: int, stay: int) -> tuple[int, Any, int]:
+        """A closer (just before ``pos``) that does not close the innermost container: skipped
+        when it closes nothing and a comma follows (staying in state ``stay``), else it closes
+        up to the container of its kind."""
+        more = self._comma_next(pos)
+        if more and not _kind_open(c, self.stack, self.open_lists):  # closes nothing
+            self.repairs[scan.STRAY_CLOSER] = None
+            return stay, scan.SKIP, pos
+        value, self.open_lists = _close_mismatched(self.stack, self.keys, c, self.open_lists,
+                                                   self.repairs, more)
+        return _AFTER, value, pos
+
+    def _after(self, value: Any, pos: int) -> tuple[int, Any, int]:
+        """Store ``value`` in the innermost container, then read what follows it; a closer
+        ends that container, which is then the value to store in the next one out."""
+        while True:
+            state, value, pos = self._after_one(value, pos)
+            if state != _AFTER or not self.stack:
+                return state, value, pos
+
+    def _after_one(self, value: Any, pos: int) -> tuple[int, Any, int]:
+        stack = self.stack
+        if not stack:
+            self._refuse_operator(pos, self.vstart)
+            return _DONE, value, pos
+        text, rep, top = self.text, self.repairs, stack[-1]
+        if type(top) is list:
+            is_list, closer = True, "]"
+            if value is not scan.SKIP:
+                top.append(value)
+            m = _FAST_NEXT_ITEM.match(text, pos)  # hot path: more scalar items, one match each
+            while m is not None:
+                kind = m.lastindex
+                item = (m.group(1) if kind == 1 else int(m.group(3)) if kind == 3
+                        and m.group(4) is None and m.group(5) is None and len(m.group(3)) < 19
+                        else _scalar(m, 1, rep))
+                top.append(item)
+                pos = m.end()
+                m = _FAST_NEXT_ITEM.match(text, pos)
+        else:
+            is_list, closer = False, "}"
+            if value is not scan.SKIP:
+                key = self.keys[-1]
+                if key in top:
+                    _duplicate(key, self.vstart)
+                top[key] = value
+            m = _FAST_NEXT_MEMBER.match(text, pos)  # hot path: more scalar members
+            while m is not None:
+                key = m.group(1)
+                if key is None:
+                    key = _key_of(m, rep)
+                if key in top:
+                    _duplicate(key, m.start())
+                kind = m.lastindex
+                top[key] = (m.group(4) if kind == 4 else _JSON_WORDS[m.group(9)] if kind == 9
+                            else _scalar(m, 4, rep))
+                pos = m.end()
+                m = _FAST_NEXT_MEMBER.match(text, pos)
+        m = _FAST_AFTER.match(text, pos)
+        if m is not None:
+            c, pos = m.group(2), m.end()
+            if m.group(1) is not None:  # `, ]` or `, }`: a trailing comma
+                if c == closer:
+                    rep[scan.TRAILING_COMMA] = None
+                    if is_list:  # as the general path, which reads `]` where a value may be
+                        self.vstart = m.start(2)
+                else:
+                    c, pos = ",", m.end(1)
+        else:
+            pos, c = self._significant(pos)
             if not c:
+                return self._end()
+            pos += 1
+        if c == ",":
+            self.after_comma = True
+            return (_VALUE if is_list else _KEY), None, pos
+        if c == closer:
+            return _AFTER, self._close(), pos
+        if c in "]}":
+            return self._mismatched(c, pos, _AFTER)
+        return self._after_other(c, pos, is_list)
+
+    def _after_other(self, c: str, pos: int, is_list: bool) -> tuple[int, Any, int]:
+        """After a value, neither a comma nor a closer (``c`` is just before ``pos``)."""
+        text = self.text
+        if c in _OPERATORS:
+            self._refuse_operator(pos - 1, self.vstart)
+        if c == "`" and text.startswith("```", pos - 1):
+            self.repairs[scan.UNCLOSED] = None  # a closing fence: the value ends here
+            return _DONE, _close_all(self.stack, self.keys), pos - 1
+        if c == ":" or (not is_list and c in "{["):
+            closer = "]" if is_list else "}"
+            raise ScanFailure(INVALID_JSON, pos - 1,
+                              f"expected ',' or '{closer}' after a value, found {c!r}")
+        self.repairs[scan.MISSING_COMMA] = None
+        self.after_comma = False
+        return (_VALUE if is_list else _KEY), None, pos - 1
+
+    def _key(self, pos: int) -> tuple[int, Any, int]:
+        """After ``{`` or a comma inside an object."""
+        text = self.text
+        m = _FAST_MEMBER.match(text, pos)
+        if m is not None:
+            self.keys[-1] = _key_of(m, self.repairs)
+            return self._after(_scalar(m, 4, self.repairs), m.end())
+        m = _FAST_KEY.match(text, pos)
+        if m is not None:
+            self.keys[-1] = _key_of(m, self.repairs)
+            return _VALUE, None, m.end()
+        pos, c = self._significant(pos)
+        if not c:
+            return self._end()
+        if c == "}":
+            if self.after_comma:
+                self.repairs[scan.TRAILING_COMMA] = None
+            return _AFTER, self._close(), pos + 1
+        if c == ",":
+            self.repairs[scan.EXTRA_COMMA] = None
+            self.after_comma = True
+            return _KEY, None, pos + 1
+        if c == "]":
+            return self._mismatched(c, pos + 1, _KEY)
+        return self._key_slow(c, pos)
+
+    def _key_slow(self, c: str, pos: int) -> tuple[int, Any, int]:
+        """A key that is not a plain string: quoted otherwise, bare, or missing."""
+        rep = self.repairs
+        bare_key = c not in scan.QUOTES
+        if not bare_key:
+            key, pos, closed = scan.scan_string(self.text, pos, scan.KEY, rep)
+            if not closed:
                 rep[scan.DANGLING_KEY] = None
-                rep[scan.UNCLOSED] = None
-                return _close_all(stack, keys), n
-            keys[-1] = key
-            if c == ":":
-                pos += 1
-                state = _VALUE
-            elif c in ",}":
-                if bare_key:  # `{invalid json}`: prose, not a key whose value is missing
-                    raise ScanFailure(INVALID_JSON, pos, f"`{key}` has no ':' and no value; "
-                                      "it is not a key of this object")
-                rep[scan.MISSING_VALUE] = None  # `{"a", "b": 1}`: the key alone reads as null
-                value, state = None, _AFTER
-            else:
-                rep[scan.MISSING_COLON] = None
-                state = _VALUE
+                return _DONE, _close_all(self.stack, self.keys), len(self.text)
+        elif c in "{[":
+            raise ScanFailure(INVALID_JSON, pos, f"expected a key (a string), found {c!r}")
+        else:
+            key, pos = self._bare_key(pos)
+            if key is scan.SKIP:
+                return _AFTER, key, pos
+        pos, c = self._significant(pos)
+        if not c:
+            rep[scan.DANGLING_KEY] = None
+            return self._end()
+        self.keys[-1] = key
+        if c == ":":
+            return _VALUE, None, pos + 1
+        if c in ",}":
+            if bare_key:  # `{invalid json}`: prose, not a key whose value is missing
+                raise ScanFailure(INVALID_JSON, pos, f"`{key}` has no ':' and no value; "
+                                  "it is not a key of this object")
+            rep[scan.MISSING_VALUE] = None  # `{"a", "b": 1}`: the key alone reads as null
+            return _AFTER, None, pos
+        rep[scan.MISSING_COLON] = None
+        return _VALUE, None, pos
 
     def _comma_next(self, pos: int) -> str:
         """What follows a closer: "" unless a comma comes next; then "key" when a member
@@ -630,17 +639,36 @@ class _Repairer:
                           expression=expression)
 
 
+def _key_of(m: re.Match[str], rep: dict[str, None]) -> str:
+    """The key of a fast-path member or key match (groups 1-3: double-quoted, single-quoted,
+    bare identifier)."""
+    key = m.group(1)
+    if key is not None:
+        return key
+    key = m.group(2)
+    if key is not None:
+        rep[scan.SINGLE_QUOTES] = None
+        return key
+    rep[scan.UNQUOTED_KEY] = None
+    return m.group(3)
+
+
 def _scalar(m: re.Match[str], g: int, rep: dict[str, None]) -> Any:
-    """The value of a fast-path scalar match whose string group is ``g``: a string, a number
-    (groups ``g+1`` to ``g+3``: digits, fraction, exponent) or a JSON word (``g+4``)."""
+    """The value of a fast-path scalar match whose first group is ``g``: a string (``g``
+    double-quoted, ``g+1`` single-quoted), a number (``g+2`` to ``g+4``: digits, fraction,
+    exponent) or a JSON word (``g+5``). A key's groups are a string's alone."""
     value = m.group(g)
     if value is not None:
         return value
-    number = m.group(g + 1)
+    value = m.group(g + 1)
+    if value is not None:
+        rep[scan.SINGLE_QUOTES] = None
+        return value
+    number = m.group(g + 2)
     if number is None:
-        return _JSON_WORDS[m.group(g + 4)]
-    if m.group(g + 2) or m.group(g + 3) or len(number) > 18:
-        return scan.to_number(number, bool(m.group(g + 2) or m.group(g + 3)), rep)
+        return _JSON_WORDS[m.group(g + 5)]
+    if m.group(g + 3) or m.group(g + 4) or len(number) > 18:
+        return scan.to_number(number, bool(m.group(g + 3) or m.group(g + 4)), rep)
     return int(number)
 
 

@@ -142,3 +142,37 @@ def test_repairs_never_drop_a_key_or_value_a_strict_reading_keeps(obj, kind) -> 
     res = repair_json(_damage(obj, kind))
     assert res.ok, res.errors
     assert res.value == obj
+
+
+# Strings and keys without quotes, backslashes or control characters, so that swapping the
+# quote character is the only damage; identifiers for the bare keys.
+_plain_text = st.text(alphabet=st.characters(blacklist_characters="\"'\\",
+                                             blacklist_categories=("Cc", "Cs")), max_size=8)
+_identifiers = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True)
+_plain_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | _plain_text,
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(_plain_text, children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_plain_values, dump_options)
+def test_single_quoted_documents_read_as_their_double_quoted_twins(value, options) -> None:
+    """The hot path for single quotes and the general path agree with a strict reading."""
+    text = json.dumps(value, **options).replace('"', "'")
+    res = repair_json(text)
+    assert res.ok, res.errors
+    assert res.value == value
+    assert ("json.single_quotes" in res.repairs) == ("'" in text)
+
+
+@given(st.dictionaries(_identifiers, _plain_values, min_size=1, max_size=5), dump_options)
+def test_bare_identifier_keys_read_as_quoted_ones(value, options) -> None:
+    text = json.dumps(value, **options)
+    for key in value:
+        text = text.replace(f'"{key}":', f"{key}:")
+    res = repair_json(text)
+    assert res.ok, res.errors
+    assert res.value == value
+    assert "json.unquoted_key" in res.repairs
