@@ -85,7 +85,8 @@ def coerce_checked(
     """
     ctx = _Context(spec, text_values, limits=limits)
     try:
-        if spec.validator.is_valid(arguments):
+        fast = spec.fast_check
+        if (fast is not None and fast(arguments)) or spec.validator.is_valid(arguments):
             if not _has_emphasis(arguments):
                 return arguments, [], True
             return _unwrap_emphasis(arguments, spec.schema, ctx), ctx.repairs, True

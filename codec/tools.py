@@ -7,7 +7,7 @@ Accepts the OpenAI shape ``{"type": "function", "function": {"name", "descriptio
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 
 from codec import schema_regex
+from codec.schema_fast import compile_check
 
 _SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema")
 _EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -39,6 +40,8 @@ class ToolSpec:
     description: str
     schema: dict[str, Any]
     validator: Validator
+    # "valid for sure" for schemas in the common subset (``codec.schema_fast``), else None.
+    fast_check: Callable[[Any], bool] | None = None
 
 
 class ToolRegistry:
@@ -112,7 +115,7 @@ def _parse_tool(index: int, entry: object) -> ToolSpec:
     if not isinstance(description, str):
         raise InvalidToolsError(f"{where}: 'description' must be a string")
     schema = _schema_of(where, body)
-    return ToolSpec(name, description, schema, _compile(where, schema))
+    return ToolSpec(name, description, schema, _compile(where, schema), compile_check(schema))
 
 
 def _function_body(where: str, entry: dict) -> dict:

@@ -3,7 +3,7 @@
     python tests/benchmarks/bench_decode.py [--seconds 1.0]
 
 Baseline (measured in the same run): ``orjson.loads`` of the same JSON text plus ``validate``
-of its arguments with a jsonschema validator compiled once. Target: decode within 2x of it.
+of its arguments with a jsonschema validator compiled once. Target: decode within 1.5x of it.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def main() -> None:
     print(f"input: {len(TEXT)} chars, one Hermes <tool_call>")
     print(f"baseline orjson.loads + cached jsonschema validate: {base * 1e6:8.1f} us/call")
     print(f"ToolCallCodec.decode:                               {ours * 1e6:8.1f} us/call")
-    print(f"ratio decode / baseline: {ours / base:.2f}x (target <= 2.00x)")
+    print(f"ratio decode / baseline: {ours / base:.2f}x (target <= 1.50x)")
 
 
 if __name__ == "__main__":

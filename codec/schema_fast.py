@@ -1,0 +1,141 @@
+"""A compiled check for the common subset of JSON Schema that answers "valid for sure" or
+"don't know".
+
+Walking a value with ``jsonschema`` costs most of a valid call's decode. Tool schemas mostly use
+a handful of keywords (``type``, ``properties``, ``required``, ``additionalProperties``,
+``items``, ``enum`` of strings, length and range bounds); :func:`compile_check` turns such a
+schema into nested closures. ``True`` means jsonschema would accept the value too; ``False``
+means only "not shown valid here", and the caller asks jsonschema. A schema with any other
+keyword (``$ref``, ``pattern``, ``oneOf``, a declared ``$schema``, …) compiles to ``None``.
+The property test in ``tests/test_schema_fast.py`` holds it to "never valid where jsonschema
+says invalid".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Check = Callable[[Any], bool]
+
+# Keywords that do not assert anything (no format checker is configured: ``format`` too).
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment",
+                          "deprecated", "readOnly", "writeOnly", "format"})
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+    "null": (type(None),), "array": (list,), "object": (dict,),
+}
+
+
+def _always(_value: Any) -> bool:
+    return True
+
+
+def compile_check(schema: Any) -> Check | None:
+    """A check for ``schema``, or ``None`` when it uses anything outside the subset."""
+    if schema is True:
+        return _always
+    if not isinstance(schema, dict):
+        return None
+    checks = []
+    for key, arg in schema.items():
+        if key in _ANNOTATIONS:
+            continue
+        make = _KEYWORDS.get(key)
+        check = make(arg, schema) if make is not None else None
+        if check is None:
+            return None
+        if check is not _always:
+            checks.append(check)
+    if not checks:
+        return _always
+    if len(checks) == 1:
+        return checks[0]
+    return lambda v: all(check(v) for check in checks)
+
+
+def _type(arg: Any, _schema: dict) -> Check | None:
+    names = [arg] if isinstance(arg, str) else arg
+    if not isinstance(names, list) or not names or any(n not in _TYPES for n in names):
+        return None
+    # Exact classes: bool is not an integer, and 5.0 is not one for the codec's validator.
+    allowed = frozenset(t for n in names for t in _TYPES[n])
+    return lambda v: type(v) in allowed
+
+
+def _properties(arg: Any, _schema: dict) -> Check | None:
+    if not isinstance(arg, dict):
+        return None
+    subs = {}
+    for name, sub in arg.items():
+        check = compile_check(sub)
+        if check is None:
+            return None
+        if check is not _always:
+            subs[name] = check
+    pairs = tuple(subs.items())
+    return lambda v: type(v) is not dict or all(c(v[k]) for k, c in pairs if k in v)
+
+
+def _required(arg: Any, _schema: dict) -> Check | None:
+    if not isinstance(arg, list) or not all(isinstance(k, str) for k in arg):
+        return None
+    keys = tuple(arg)
+    return lambda v: type(v) is not dict or all(k in v for k in keys)
+
+
+def _additional(arg: Any, schema: dict) -> Check | None:
+    known = schema.get("properties", {})
+    if not isinstance(known, dict):
+        return None
+    if arg is False:
+        return lambda v: type(v) is not dict or all(k in known for k in v)
+    check = compile_check(arg)
+    if check is None or check is _always:
+        return check
+    return lambda v: type(v) is not dict or all(check(x) for k, x in v.items() if k not in known)
+
+
+def _items(arg: Any, _schema: dict) -> Check | None:
+    check = compile_check(arg) if isinstance(arg, dict | bool) else None
+    if check is None or check is _always:
+        return check
+    return lambda v: type(v) is not list or all(check(x) for x in v)
+
+
+def _enum(arg: Any, _schema: dict) -> Check | None:
+    if not isinstance(arg, list) or not all(isinstance(x, str) for x in arg):
+        return None
+    allowed = frozenset(arg)
+    return lambda v: type(v) is str and v in allowed
+
+
+def _bound(kind: type, test: Callable[[Any, Any], bool]) -> Callable[[Any, dict], Check | None]:
+    numeric = kind is not str and kind is not list
+
+    def make(arg: Any, _schema: dict) -> Check | None:
+        if type(arg) not in ((int, float) if numeric else (int,)):
+            return None
+        if numeric:
+            return lambda v: type(v) not in (int, float) or test(v, arg)
+        return lambda v: type(v) is not kind or test(len(v), arg)
+
+    return make
+
+
+_KEYWORDS: dict[str, Callable[[Any, dict], Check | None]] = {
+    "type": _type,
+    "properties": _properties,
+    "required": _required,
+    "additionalProperties": _additional,
+    "items": _items,
+    "enum": _enum,
+    "minLength": _bound(str, lambda n, b: n >= b),
+    "maxLength": _bound(str, lambda n, b: n <= b),
+    "minItems": _bound(list, lambda n, b: n >= b),
+    "maxItems": _bound(list, lambda n, b: n <= b),
+    "minimum": _bound(float, lambda n, b: n >= b),
+    "maximum": _bound(float, lambda n, b: n <= b),
+    "exclusiveMinimum": _bound(float, lambda n, b: n > b),
+    "exclusiveMaximum": _bound(float, lambda n, b: n < b),
+}
