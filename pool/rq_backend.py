@@ -187,6 +187,7 @@ class RQBackend:
             )
         except _REDIS_ERRORS as exc:
             self._forget(job_id)
+            self._withdrawer.withdraw(job_id)  # a slow Redis may have queued it after all
             return _unavailable(op, f"could not enqueue on Redis: {exc}")
         if not accepted:
             self._forget(job_id)
