@@ -46,18 +46,19 @@ _FENCE_LANG = re.compile(r"[A-Za-z0-9_+.-]*")
 # demands what the general code would also accept as the token's end, so both paths read such
 # a token the same way. A string is two groups: double-quoted, then single-quoted.
 _END = r"(?=[ \t\n\r]*(?:[,}\]]|\Z))"
-_STRING = r"""(?:"([^"\\\x00-\x1f]*)"|'([^'\\\x00-\x1f]*)')"""
+_QUOTED = r""""([^"\\\x00-\x1f]*)"|'([^'\\\x00-\x1f]*)'"""
+_STRING = "(?:" + _QUOTED + ")"
 _NUMBER = r"(-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?)"
 _FAST_VALUE = re.compile(
     r"[ \t\n\r]*(?:" + _STRING + _END + "|" + _NUMBER + _END
     + r"|(true|false|null)" + _END + r"|([{\[]))"
 )
-# Groups: string (2), number, fraction, exponent, word.
+# A scalar's groups: string (two), number, fraction, exponent, word.
 _SCALAR = "(?:" + _STRING + _END + "|" + _NUMBER + _END + r"|(true|false|null)" + _END + ")"
-# `"key": scalar` (groups: key (3), then the scalar's), with or without the comma before it;
+# A key's groups: the string's two, then a bare identifier (`{id: 1}`).
+_KEY_TOKEN = "(?:" + _QUOTED + "|([A-Za-z_][A-Za-z0-9_]*))"
+# `"key": scalar` (the key's groups, then the scalar's), with or without the comma before it;
 # `, scalar` in arrays (the scalar's groups alone).
-# A key may also be a bare identifier (group 3), as `{id: 1}`.
-_KEY_TOKEN = "(?:" + _STRING[3:-1] + "|([A-Za-z_][A-Za-z0-9_]*))"
 _MEMBER = r"[ \t\n\r]*" + _KEY_TOKEN + r"[ \t\n\r]*:[ \t\n\r]*" + _SCALAR
 _FAST_MEMBER = re.compile(_MEMBER)
 _FAST_NEXT_MEMBER = re.compile(r"[ \t\n\r]*," + _MEMBER)
@@ -398,9 +399,7 @@ class _Repairer:
             return _AFTER, _scalar(m, 1, self.repairs), m.end()
         if kind == 6:
             return _AFTER, _JSON_WORDS[m.group(6)], m.end()
-        if self._open(m.group(7), m.start(7)) == _KEY:  # kind 7: `{` or `[`
-            return self._key(m.end())  # saves a turn of the loop on the commonest path
-        return _VALUE, None, m.end()
+        return self._open(m.group(7), m.start(7)), None, m.end()  # kind 7: `{` or `[`
 
     def _value_slow(self, pos: int) -> tuple[int, Any, int]:
         text, rep, stack = self.text, self.repairs, self.stack
@@ -463,14 +462,7 @@ class _Repairer:
         return _AFTER, value, pos
 
     def _after(self, value: Any, pos: int) -> tuple[int, Any, int]:
-        """Store ``value`` in the innermost container, then read what follows it; a closer
-        ends that container, which is then the value to store in the next one out."""
-        while True:
-            state, value, pos = self._after_one(value, pos)
-            if state != _AFTER or not self.stack:
-                return state, value, pos
-
-    def _after_one(self, value: Any, pos: int) -> tuple[int, Any, int]:
+        """Store ``value`` in the innermost container, then read what follows it."""
         stack = self.stack
         if not stack:
             self._refuse_operator(pos, self.vstart)
@@ -482,11 +474,7 @@ class _Repairer:
                 top.append(value)
             m = _FAST_NEXT_ITEM.match(text, pos)  # hot path: more scalar items, one match each
             while m is not None:
-                kind = m.lastindex
-                item = (m.group(1) if kind == 1 else int(m.group(3)) if kind == 3
-                        and m.group(4) is None and m.group(5) is None and len(m.group(3)) < 19
-                        else _scalar(m, 1, rep))
-                top.append(item)
+                top.append(m.group(1) if m.lastindex == 1 else _scalar(m, 1, rep))
                 pos = m.end()
                 m = _FAST_NEXT_ITEM.match(text, pos)
         else:
@@ -554,7 +542,7 @@ class _Repairer:
         m = _FAST_MEMBER.match(text, pos)
         if m is not None:
             self.keys[-1] = _key_of(m, self.repairs)
-            return self._after(_scalar(m, 4, self.repairs), m.end())
+            return _AFTER, _scalar(m, 4, self.repairs), m.end()
         m = _FAST_KEY.match(text, pos)
         if m is not None:
             self.keys[-1] = _key_of(m, self.repairs)
@@ -656,7 +644,7 @@ def _key_of(m: re.Match[str], rep: dict[str, None]) -> str:
 def _scalar(m: re.Match[str], g: int, rep: dict[str, None]) -> Any:
     """The value of a fast-path scalar match whose first group is ``g``: a string (``g``
     double-quoted, ``g+1`` single-quoted), a number (``g+2`` to ``g+4``: digits, fraction,
-    exponent) or a JSON word (``g+5``). A key's groups are a string's alone."""
+    exponent) or a JSON word (``g+5``)."""
     value = m.group(g)
     if value is not None:
         return value
