@@ -62,12 +62,12 @@ def _check_job(job: Any) -> tuple[dict, float | None]:
     if not isinstance(job, dict):
         raise BadRequest(f"a job must be a JSON object, got {json_kind(job)}")
     if not isinstance(job.get("id"), str):
-        raise BadRequest(f"job field 'id' must be a string, got {json_kind(job.get('id'))}", "id")
+        raise BadRequest(f"job field 'id' must be a string, got {_got(job, 'id')}", "id")
     if not isinstance(job.get("op"), str):
-        raise BadRequest(f"job field 'op' must be a string, got {json_kind(job.get('op'))}", "op")
+        raise BadRequest(f"job field 'op' must be a string, got {_got(job, 'op')}", "op")
     payload = job.get("payload")
     if not isinstance(payload, dict):
-        raise BadRequest(f"job field 'payload' must be an object, got {json_kind(payload)}",
+        raise BadRequest(f"job field 'payload' must be an object, got {_got(job, 'payload')}",
                          "payload")
     deadline = job.get("deadline")
     if deadline is not None and (isinstance(deadline, bool) or not _is_number(deadline)):
@@ -77,6 +77,11 @@ def _check_job(job: Any) -> tuple[dict, float | None]:
             "deadline",
         )
     return payload, deadline
+
+
+def _got(container: dict, key: str) -> str:
+    """What a message says a field held: its JSON kind, or that it is missing."""
+    return json_kind(container[key]) if key in container else "nothing (the field is missing)"
 
 
 def _is_number(value: Any) -> bool:
@@ -90,7 +95,7 @@ def _field(payload: dict, name: str, kind: type | tuple, required: bool = True) 
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise BadRequest(
-            f"payload field '{name}' must be {want}, got {json_kind(value)}", f"payload.{name}"
+            f"payload field '{name}' must be {want}, got {_got(payload, name)}", f"payload.{name}"
         )
     return value
 
