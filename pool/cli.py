@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run RQ workers that execute codec jobs from Redis")
     worker.add_argument("--redis-url", required=True, help="e.g. redis://127.0.0.1:6379/0")
     worker.add_argument("--queue", default="toolcodec", help="queue name (default: toolcodec)")
-    worker.add_argument("--concurrency", type=COUNT, default=os.cpu_count() or 1,
+    worker.add_argument("--concurrency", type=COUNT, default=None,
                         help="lanes, i.e. jobs run at once, each in its own child process "
                              "(default: the number of cores)")
     worker.add_argument("--metrics-port", type=PORT, default=None,
