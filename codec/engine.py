@@ -728,7 +728,6 @@ class Engine:
             self.events.append(event)
 
     def _call_event(self, call: Any) -> dict[str, Any]:
-
         clean_call(call)
         index = self.calls_emitted
         self.calls_emitted += 1

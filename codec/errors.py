@@ -75,4 +75,3 @@ def json_kind(value: object) -> str:
     if isinstance(value, list | tuple):
         return "an array"
     return f"a Python {type(value).__name__}"
-

@@ -13,10 +13,12 @@ says invalid".
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
 Check = Callable[[Any], bool]
+Maker = Callable[[Any, dict], "Check | None"]  # a keyword's argument and schema -> its check
 
 # Keywords that do not assert anything (no format checker is configured: ``format`` too).
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment",
@@ -110,32 +112,41 @@ def _enum(arg: Any, _schema: dict) -> Check | None:
     return lambda v: type(v) is str and v in allowed
 
 
-def _bound(kind: type, test: Callable[[Any, Any], bool]) -> Callable[[Any, dict], Check | None]:
-    numeric = kind is not str and kind is not list
+def _size_bound(kind: type, test: Callable[[int, int], bool]) -> Maker:
+    """``minLength``-style keywords: ``test(len(value), bound)`` for values of ``kind``."""
 
     def make(arg: Any, _schema: dict) -> Check | None:
-        if type(arg) not in ((int, float) if numeric else (int,)):
+        if type(arg) is not int:
             return None
-        if numeric:
-            return lambda v: type(v) not in (int, float) or test(v, arg)
         return lambda v: type(v) is not kind or test(len(v), arg)
 
     return make
 
 
-_KEYWORDS: dict[str, Callable[[Any, dict], Check | None]] = {
+def _number_bound(test: Callable[[Any, Any], bool]) -> Maker:
+    """``minimum``-style keywords: ``test(value, bound)`` for numbers (never booleans)."""
+
+    def make(arg: Any, _schema: dict) -> Check | None:
+        if type(arg) not in (int, float):
+            return None
+        return lambda v: type(v) not in (int, float) or test(v, arg)
+
+    return make
+
+
+_KEYWORDS: dict[str, Maker] = {
     "type": _type,
     "properties": _properties,
     "required": _required,
     "additionalProperties": _additional,
     "items": _items,
     "enum": _enum,
-    "minLength": _bound(str, lambda n, b: n >= b),
-    "maxLength": _bound(str, lambda n, b: n <= b),
-    "minItems": _bound(list, lambda n, b: n >= b),
-    "maxItems": _bound(list, lambda n, b: n <= b),
-    "minimum": _bound(float, lambda n, b: n >= b),
-    "maximum": _bound(float, lambda n, b: n <= b),
-    "exclusiveMinimum": _bound(float, lambda n, b: n > b),
-    "exclusiveMaximum": _bound(float, lambda n, b: n < b),
+    "minLength": _size_bound(str, operator.ge),
+    "maxLength": _size_bound(str, operator.le),
+    "minItems": _size_bound(list, operator.ge),
+    "maxItems": _size_bound(list, operator.le),
+    "minimum": _number_bound(operator.ge),
+    "maximum": _number_bound(operator.le),
+    "exclusiveMinimum": _number_bound(operator.gt),
+    "exclusiveMaximum": _number_bound(operator.lt),
 }

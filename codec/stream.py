@@ -187,7 +187,6 @@ class StreamDecoder:
         else:
             eng.finish()
             result = eng.result()
-
         self._result = encodable_result(result)
         events = self._drain() + eng.native_events
         eng.native_events = []

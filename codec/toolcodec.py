@@ -148,8 +148,9 @@ class ToolCallCodec:
         except Exception as exc:  # noqa: BLE001 - a bug here must not reach the caller
             text = data if isinstance(data, str) else ""
             error = CodecError(INTERNAL_ERROR, f"decoder failed: {type(exc).__name__}: {exc}")
-            return encodable_result(DecodeResult(ok=False, content=text.strip(), errors=[error],
-                                           spans=[Span("text", 0, len(text))] if text else []))
+            return encodable_result(DecodeResult(
+                ok=False, content=text.strip(), errors=[error],
+                spans=[Span("text", 0, len(text))] if text else []))
 
     def stream(self, *, id_prefix: str | None = None) -> Any:
         """A ``codec.StreamDecoder`` for one streamed output, with this codec's tools and
