@@ -17,7 +17,7 @@ import pytest
 
 from codec.jsonrepair import repair_json
 from codec.result import RepairResult
-from tests.peers import PEERS
+from tests.peers import peer_file
 
 FILES = ("json_repair_cases.jsonl", "jsonrepair_js_cases.jsonl")
 # Pass rates reached when this floor was set, minus a small margin, so a regression fails.
@@ -118,7 +118,7 @@ class Outcome:
 
 
 def load(name: str) -> list[dict[str, Any]]:
-    with open(PEERS / name, encoding="utf-8") as fh:
+    with open(peer_file(name), encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
 
@@ -155,8 +155,6 @@ def evaluate(name: str) -> Outcome:
 
 @pytest.mark.parametrize("name", FILES)
 def test_peer_pass_rate_floor(name: str) -> None:
-    if not (PEERS / name).exists():
-        pytest.skip(f"peer vectors {name} not present")
     out = evaluate(name)
     assert out.scored > 0
     assert out.rate >= FLOORS[name], f"{name}: {out.rate:.3f} below floor {FLOORS[name]}"
@@ -164,8 +162,6 @@ def test_peer_pass_rate_floor(name: str) -> None:
 
 @pytest.mark.parametrize("name", FILES)
 def test_peer_cases_never_raise_and_report_cleanly(name: str) -> None:
-    if not (PEERS / name).exists():
-        pytest.skip(f"peer vectors {name} not present")
     for case in load(name):
         res = repair_json(case["input"])
         assert res.ok == (not res.errors)

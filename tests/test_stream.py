@@ -19,7 +19,7 @@ import codec
 from codec.engine import compile_openers
 from codec.formats.table import MARKER_FORMATS
 from codec.toolcodec import ToolCallCodec
-from tests.peers import PEERS
+from tests.peers import peer_file
 
 TOOLS = [
     {"name": "get_weather", "parameters": {"type": "object", "properties": {
@@ -28,8 +28,7 @@ TOOLS = [
         "q": {"type": "string"}}}},
 ]
 CODEC = ToolCallCodec(TOOLS)
-PEER_CASES = [json.loads(line) for line in (PEERS / "toolcall_cases.jsonl").open()] \
-    if (PEERS / "toolcall_cases.jsonl").exists() else []
+PEER_CASES = [json.loads(line) for line in peer_file("toolcall_cases.jsonl").open()]
 
 PIECES = [
     "Sure. ", "ok", " ", "\n", "a < b", "x & y", "{", "}", "[", "]", '"', "\\", "'", ":", ",",
@@ -109,7 +108,6 @@ def test_stream_equals_batch_starting_in_reasoning(reasoning: bool, pieces, rng)
         check(c, text, parts)
 
 
-@pytest.mark.skipif(not PEER_CASES, reason="peer vectors not available")
 def test_stream_equals_batch_on_every_peer_case() -> None:
     rng = random.Random(7)
     codecs: dict[str, ToolCallCodec] = {}

@@ -2,11 +2,11 @@
 
     python tests/benchmarks/peers_toolcall_report.py [--format hermes] [--failures 10]
 
-Cases come from ``toolcall_cases.jsonl`` in the peers' folder (``TOOLCODEC_PEERS``;
-non-streaming only). A case
-passes on *calls* when the decoded calls (name and arguments, in order) equal the peer's,
-and on *content* when, in addition, our stripped ``content`` equals the peer's stripped
-content (cases that record no content count on calls alone).
+Cases come from ``tests/data/peers/toolcall_cases.jsonl`` (non-streaming only;
+``TOOLCODEC_PEERS`` names another folder). A case passes on *calls* when the decoded calls
+(name and arguments, in order) equal the peer's, and on *content* when, in addition, our
+stripped ``content`` equals the peer's stripped content (cases that record no content count
+on calls alone).
 
 Two deliberate differences lower the content figure: ``<think>`` text is moved to
 ``reasoning`` (peers often leave it in content), and content is stripped.
@@ -26,9 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.peers import PEERS  # noqa: E402
+from tests.peers import peer_file  # noqa: E402
 
-CASES = PEERS / "toolcall_cases.jsonl"
 # Every format of the suite is claimed: toolcodec detects them all by their markers.
 CLAIMED = ("apertus", "deepseek_v3", "deepseek_v31", "deepseek_v32", "dots", "functiongemma",
            "gemma4", "gigachat3", "glm4_moe", "granite", "granite_20b_fc", "hermes", "hunyuan",
@@ -47,10 +46,9 @@ class Outcome:
     codes: tuple[str, ...] = ()
 
 
-def load_cases(path: Path = CASES) -> list[dict]:
-    """The non-streaming cases of the peer file (empty when the file is absent)."""
-    if not path.exists():
-        return []
+def load_cases(path: Path | None = None) -> list[dict]:
+    """The non-streaming cases of the peer file (raises when the file is missing)."""
+    path = path or peer_file("toolcall_cases.jsonl")
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [r for r in rows if r.get("mode") == "non-streaming"]
 
