@@ -32,6 +32,12 @@ from codec.result import RepairResult
 __all__ = ["repair_json", "repair_json_prefix"]
 
 _VALUE, _AFTER, _KEY, _DONE = 0, 1, 2, 3
+# What ``keys`` holds for a list read from Python syntax: its closer is not `]`.
+_PAREN, _SET = object(), object()  # `( … )` and `{"a", "b"}`
+_ARITHMETIC_WINDOW = 200
+_LIST_CLOSERS = {None: "]", _PAREN: ")", _SET: "}"}
+# `(` opens a tuple only when a value follows, so `(see below)` stays text.
+_TUPLE_START = re.compile(r"""[ \t\r\n]*(?:["'\[{(\-0-9)]|(?:true|false|null|True|False|None)\b)""")
 _NUMBER_START = frozenset("-0123456789")
 _OPERATORS = frozenset("+*/%")
 _KEY_AHEAD = re.compile(r'(?:"[^"\\\n]{0,200}"|[A-Za-z_]\w{0,64})\s*:')
@@ -288,6 +294,8 @@ class _Repairer:
         pos = scan.skip_blank(text, 0, rep)
         if pos >= len(text):
             raise ScanFailure(INVALID_JSON, pos, "expected a JSON value, found only blanks")
+        if text[pos] == "(" and _TUPLE_START.match(text, pos + 1):
+            return pos  # a Python tuple
         if text[pos] not in _VALUE_OPENERS and not text.startswith("```", pos):
             stop = _PROSE_STOP.search(text, pos)
             if stop is None:
@@ -380,6 +388,36 @@ class _Repairer:
         self.open_lists -= type(value) is list
         return value
 
+    def _close_paren(self, at: int) -> Any:
+        """The `)` at ``at`` closes a `(`: a tuple reads as an array, one value without a
+        comma (`(1)`, Python's grouping) as that value."""
+        value = self._close()
+        text, i = self.text, at - 1
+        while text[i] in " \t\r\n":
+            i -= 1
+        if len(value) == 1 and text[i] != ",":
+            self.repairs[scan.PARENTHESES] = None
+            return value[0]
+        self.repairs[scan.TUPLE] = None
+        return value
+
+    def _refuse_grouped_arithmetic(self, pos: int) -> None:
+        """`(1+2)*3` is arithmetic, not a tuple: refuse it whole. A bounded window (an
+        expression longer than it is still refused, by its part inside the parentheses)."""
+        end = min(len(self.text), pos + _ARITHMETIC_WINDOW)
+        s = scan.VALUE_REGION.match(self.text, pos, end).group().rstrip(scan.TRIM)
+        if scan.is_arithmetic(s):
+            raise scan.arithmetic_failure(s, pos)
+
+    def _as_set(self, item: str, pos: int) -> tuple[int, Any, int]:
+        """`{"a", "b"}`: the first member is a lone string, so the object is a Python set; it
+        becomes an array that `}` closes."""
+        self.stack[-1] = [item]
+        self.keys[-1] = _SET
+        self.open_lists += 1
+        self.repairs[scan.SET] = None
+        return _AFTER, scan.SKIP, pos
+
     def _end(self) -> tuple[int, Any, int]:
         """The input ended inside containers: close them all."""
         self.repairs[scan.UNCLOSED] = None
@@ -414,17 +452,26 @@ class _Repairer:
         self.vstart = pos
         if c == "{" or c == "[":  # after a comment, a blank the hot path skips, or NFKC
             return self._open(c, pos), None, pos + 1
-        ctx = scan.ROOT if top is None else scan.MEMBER if type(top) is dict else scan.ITEM
+        ctx = (scan.ROOT if top is None else scan.MEMBER if type(top) is dict
+               else scan.ITEM if self.keys[-1] is not _PAREN else scan.TUPLE_ITEM)
         if c in scan.QUOTES:
             value, pos, _ = scan.scan_string(text, pos, ctx, rep)
             return _AFTER, value, pos
         if c in ",]}":
             return self._closer_for_value(c, pos, top)
+        if c == "(" and _TUPLE_START.match(text, pos + 1):
+            self._refuse_grouped_arithmetic(pos)
+            self._open("[", pos)
+            self.keys[-1] = _PAREN
+            return _VALUE, None, pos + 1
+        if c == ")" and ctx == scan.TUPLE_ITEM:  # `()`, `(1, )`
+            return _AFTER, self._close_paren(pos), pos + 1
         if c in _NUMBER_START:
             m = scan.NUMBER.match(text, pos)
             if m is not None:
                 end = m.end()
-                if end >= len(text) or text[end] in ",]}\n\r":
+                if end >= len(text) or text[end] in ",]}\n\r" or (
+                        text[end] == ")" and ctx == scan.TUPLE_ITEM):
                     return _AFTER, scan.to_number(m.group(), bool(m.group(1) or m.group(2)),
                                                   rep), end
         value, pos = scan.read_bare(text, pos, ctx, rep)
@@ -469,7 +516,7 @@ class _Repairer:
             return _DONE, value, pos
         text, rep, top = self.text, self.repairs, stack[-1]
         if type(top) is list:
-            is_list, closer = True, "]"
+            is_list, closer = True, _LIST_CLOSERS[self.keys[-1]]
             if value is not scan.SKIP:
                 top.append(value)
             m = _FAST_NEXT_ITEM.match(text, pos)  # hot path: more scalar items, one match each
@@ -515,12 +562,12 @@ class _Repairer:
             self.after_comma = True
             return (_VALUE if is_list else _KEY), None, pos
         if c == closer:
-            return _AFTER, self._close(), pos
+            return _AFTER, self._close() if c != ")" else self._close_paren(pos - 1), pos
         if c in "]}":
             return self._mismatched(c, pos, _AFTER)
-        return self._after_other(c, pos, is_list)
+        return self._after_other(c, pos, closer)
 
-    def _after_other(self, c: str, pos: int, is_list: bool) -> tuple[int, Any, int]:
+    def _after_other(self, c: str, pos: int, closer: str) -> tuple[int, Any, int]:
         """After a value, neither a comma nor a closer (``c`` is just before ``pos``)."""
         text = self.text
         if c in _OPERATORS:
@@ -528,8 +575,12 @@ class _Repairer:
         if c == "`" and text.startswith("```", pos - 1):
             self.repairs[scan.UNCLOSED] = None  # a closing fence: the value ends here
             return _DONE, _close_all(self.stack, self.keys), pos - 1
+        is_list = type(self.stack[-1]) is list
+        if c == ":" and closer == "}" and is_list:
+            raise ScanFailure(INVALID_JSON, pos - 1, "this {…} starts like a set of strings "
+                              "({\"a\", \"b\"}) but has a `key: value` member too; send an "
+                              "object or an array")
         if c == ":" or (not is_list and c in "{["):
-            closer = "]" if is_list else "}"
             raise ScanFailure(INVALID_JSON, pos - 1,
                               f"expected ',' or '{closer}' after a value, found {c!r}")
         self.repairs[scan.MISSING_COMMA] = None
@@ -588,7 +639,9 @@ class _Repairer:
             if bare_key:  # `{invalid json}`: prose, not a key whose value is missing
                 raise ScanFailure(INVALID_JSON, pos, f"`{key}` has no ':' and no value; "
                                   "it is not a key of this object")
-            rep[scan.MISSING_VALUE] = None  # `{"a", "b": 1}`: the key alone reads as null
+            if not self.stack[-1]:
+                return self._as_set(key, pos)
+            rep[scan.MISSING_VALUE] = None  # `{"a": 1, "b"}`: the key alone reads as null
             return _AFTER, None, pos
         rep[scan.MISSING_COLON] = None
         return _VALUE, None, pos

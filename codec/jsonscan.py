@@ -46,13 +46,16 @@ EXTRA_CLOSING = "json.extra_closing_bracket"
 STRAY_CLOSER = "json.stray_closer"
 CUT_VALUE = "json.cut_value_dropped"
 ELLIPSIS = "json.ellipsis"
+TUPLE = "json.tuple_as_list"  # `(1, 2)`: a Python tuple, read as an array
+PARENTHESES = "json.parentheses_dropped"  # `(1)`: a parenthesised value, read as the value
+SET = "json.set_as_list"  # `{"a", "b"}`: a Python set, read as an array
 BIDI_REMOVED = "text.bidi_removed"
 NFKC = "text.nfkc"
 UNICODE_SPACE = "text.unicode_whitespace"
 
 # Where a string sits decides what may follow its closing quote: a key, a member value,
 # an array item, or the top-level value.
-KEY, MEMBER, ITEM, ROOT = 0, 1, 2, 3
+KEY, MEMBER, ITEM, ROOT, TUPLE_ITEM = 0, 1, 2, 3, 4  # TUPLE_ITEM: an item inside `( )`
 
 
 class ScanFailure(Exception):
@@ -86,6 +89,7 @@ HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 HEX_PREFIX = re.compile(r"[0-9a-fA-F]{0,3}")
 # A bare scalar runs to the next separator, closer, double quote or line end.
 VALUE_REGION = re.compile(r'[^,}\]\n\r"，｝］]*')
+TUPLE_REGION = re.compile(r'[^,})\]\n\r"，｝］]*')  # inside `( )`, `)` ends a bare scalar too
 KEY_REGION = re.compile(r"[^:,{}\[\]\n\r\"'“”‘’＂：，｛｝［］]*")
 # Inside a bare scalar `/*` opens a comment; `//` only at its start or after a blank
 # (so "https://…" stays whole).
@@ -165,7 +169,7 @@ def _closes(text: str, i: int, ctx: int) -> bool:
     if i >= len(text):
         return True
     c = text[i]
-    if c in _CLOSE_ADJACENT:
+    if c in _CLOSE_ADJACENT or (c == ")" and ctx == TUPLE_ITEM):
         return True
     if c == ":":
         return ctx != MEMBER  # `"a":` ends a key; inside a member value it is suspect
@@ -173,7 +177,7 @@ def _closes(text: str, i: int, ctx: int) -> bool:
         j = WS.match(text, i).end()
         if ctx == KEY or ctx == ROOT or j >= len(text) or "\n" in text[i:j]:
             return True
-        return text[j] in _CLOSE_AFTER_BLANK
+        return text[j] in _CLOSE_AFTER_BLANK or (text[j] == ")" and ctx == TUPLE_ITEM)
     if ctx == KEY:
         return not c.isalpha()  # `"k"e"y":` keeps its inner quotes
     return False
@@ -201,10 +205,12 @@ def scan_string(text: str, start: int, ctx: int, repairs: Repairs) -> tuple[str,
                 parts.append(text[pos:end])
                 return "".join(parts), end + 1, True
             seg = text[pos:end]
-            if ctx == MEMBER and c == '"':
+            if c == '"' and (ctx == MEMBER or ctx == KEY):
                 cut = seg.rstrip(" \t")
-                if cut.endswith(",") and KEY_AHEAD.match(text, end + 1):
-                    # `"New York, "next": …`: the value lost its closing quote before `,`
+                if (cut.endswith(",") and ctx == MEMBER and KEY_AHEAD.match(text, end + 1)) or (
+                        cut.endswith(":") and ctx == KEY):
+                    # `"New York, "next": …` (a value) or `"key:"value"` (a key): the string
+                    # lost its closing quote before the separator
                     repairs[MISSING_QUOTE] = None
                     parts.append(cut[:-1])
                     return "".join(parts), pos + len(cut) - 1, True
@@ -219,7 +225,7 @@ def scan_string(text: str, start: int, ctx: int, repairs: Repairs) -> tuple[str,
             repairs[UNCLOSED] = None
             repairs[UNCLOSED_STRING] = None
             value = "".join(parts)
-            if ctx in (MEMBER, ITEM):
+            if ctx in (MEMBER, ITEM, TUPLE_ITEM):
                 # `{"a": "b}`: closers (and a fence) ending an unclosed string are taken as
                 # the structure they look like, not as text
                 raw = text[start + 1 :]
@@ -302,7 +308,7 @@ def read_bare(text: str, pos: int, ctx: int, repairs: Repairs) -> tuple[Any, int
 
     Returns ``(value, end)``; ``value`` is ``SKIP`` for a `...` placeholder.
     """
-    region = VALUE_REGION.match(text, pos).group()
+    region = (TUPLE_REGION if ctx == TUPLE_ITEM else VALUE_REGION).match(text, pos).group()
     cm = REGION_COMMENT.search(region)
     if cm is not None:
         region = region[: cm.start()]
@@ -328,11 +334,7 @@ def read_bare(text: str, pos: int, ctx: int, repairs: Repairs) -> tuple[Any, int
     if number is not _NOT_A_NUMBER:
         return number, end
     if is_arithmetic(s):
-        raise ScanFailure(
-            ARITHMETIC_EXPRESSION, pos,
-            f"arithmetic expression `{s}` is not a JSON value: send its computed result",
-            expression=s,
-        )
+        raise arithmetic_failure(s, pos)
     m = NUMBER.match(s)
     if m is not None and m.end() < len(s) and s[m.end()] in " \t":
         rest = s[m.end():].lstrip(" \t")
@@ -355,6 +357,11 @@ def read_bare(text: str, pos: int, ctx: int, repairs: Repairs) -> tuple[Any, int
                               "(a quote inside a string?); escape inner quotes as \\\"")
         end += 1  # `abc",`: a value that only lost its opening quote
     return s, end
+
+
+def arithmetic_failure(s: str, pos: int) -> ScanFailure:
+    return ScanFailure(ARITHMETIC_EXPRESSION, pos, f"arithmetic expression `{s}` is not a JSON "
+                       "value: send its computed result", expression=s)
 
 
 def _refuse_bare(s: str, pos: int) -> None:

@@ -21,7 +21,7 @@ from tests.peers import peer_file
 
 FILES = ("json_repair_cases.jsonl", "jsonrepair_js_cases.jsonl")
 # Pass rates reached when this floor was set, minus a small margin, so a regression fails.
-FLOORS = {"json_repair_cases.jsonl": 0.65, "jsonrepair_js_cases.jsonl": 0.85}
+FLOORS = {"json_repair_cases.jsonl": 0.78, "jsonrepair_js_cases.jsonl": 0.85}
 # `stream_stable` asks for output that stays stable while a stream grows: a streaming mode
 # with its own truncation rules that repair_json does not offer. Other options
 # (return_objects, skip_json_loads, ensure_ascii) only change how the peer returns its
@@ -87,6 +87,21 @@ def _escape_kept(res: RepairResult, expected: Any) -> bool:
     )
 
 
+def _rstrip_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.rstrip()
+    if isinstance(value, dict):
+        return {k.rstrip(): _rstrip_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rstrip_strings(v) for v in value]
+    return value
+
+
+def _whitespace_kept(res: RepairResult, expected: Any) -> bool:
+    # the peer trims trailing blanks of strings it repaired; we keep what the model wrote
+    return res.ok and _same(_rstrip_strings(res.value), _rstrip_strings(expected))
+
+
 # name -> test; each name has a line in docs/repairs-json.md ("Deliberate differences").
 DELIBERATE: dict[str, Callable[[RepairResult, Any], bool]] = {
     "arithmetic_refused": _refused_arithmetic,
@@ -94,6 +109,7 @@ DELIBERATE: dict[str, Callable[[RepairResult, Any], bool]] = {
     "missing_is_null_dangling_dropped": _null_not_empty,
     "loss_refused": _loss_refused,
     "unknown_escape_kept": _escape_kept,
+    "trailing_whitespace_kept": _whitespace_kept,
 }
 
 

@@ -32,7 +32,7 @@ dump_options = st.sampled_from(
 any_text = st.text(
     alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()),
     max_size=60,
-) | st.text(alphabet='{}[]:,"\'\\/*+-.0123456789eEtrufalsn \n\t\x00\ud800“”，｛', max_size=60)
+) | st.text(alphabet='{}[]():,"\'\\/*+-.0123456789eEtrufalsn \n\t\x00\ud800“”，｛', max_size=60)
 
 
 def _clean(res) -> bool:
@@ -176,3 +176,32 @@ def test_bare_identifier_keys_read_as_quoted_ones(value, options) -> None:
     assert res.ok, res.errors
     assert res.value == value
     assert "json.unquoted_key" in res.repairs
+
+
+def _pythonic(value, sep: str) -> str:
+    """``value`` written with every list as a Python tuple (`(1,)` for one item)."""
+    if isinstance(value, list):
+        items = [_pythonic(v, sep) for v in value]
+        return "(" + sep.join(items) + ("," if len(items) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + sep.join(f"{json.dumps(k)}: {_pythonic(v, sep)}"
+                              for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+@given(_plain_values.filter(lambda v: isinstance(v, (list, dict))), st.sampled_from([", ", ","]))
+def test_tuples_read_as_the_arrays_they_hold(value, sep) -> None:
+    text = _pythonic(value, sep)
+    res = repair_json(text)
+    assert res.ok, (text, res.errors)
+    assert res.value == value
+    assert ("json.tuple_as_list" in res.repairs) == ("(" in text)
+
+
+@given(st.lists(_plain_text, min_size=1, max_size=6, unique=True), st.sampled_from(["'", '"']))
+def test_python_sets_of_strings_read_as_arrays(items, quote) -> None:
+    text = "{" + ", ".join(quote + s + quote for s in items) + "}"
+    res = repair_json(text)
+    assert res.ok, (text, res.errors)
+    assert res.value == items
+    assert "json.set_as_list" in res.repairs
