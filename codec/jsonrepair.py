@@ -32,6 +32,7 @@ from codec.result import RepairResult
 __all__ = ["repair_json", "repair_json_prefix"]
 
 _VALUE, _AFTER, _KEY, _DONE = 0, 1, 2, 3
+_SKIP = scan.SKIP  # a module global: read on every value stored
 # What ``keys`` holds for a list read from Python syntax: its closer is not `]`.
 _PAREN, _SET = object(), object()  # `( … )` and `{"a", "b"}`
 _ARITHMETIC_WINDOW = 200
@@ -63,12 +64,18 @@ _FAST_VALUE = re.compile(
 _SCALAR = "(?:" + _STRING + _END + "|" + _NUMBER + _END + r"|(true|false|null)" + _END + ")"
 # A key's groups: the string's two, then a bare identifier (`{id: 1}`).
 _KEY_TOKEN = "(?:" + _QUOTED + "|([A-Za-z_][A-Za-z0-9_]*))"
-# `"key": scalar` (the key's groups, then the scalar's), with or without the comma before it;
-# `, scalar` in arrays (the scalar's groups alone).
-_MEMBER = r"[ \t\n\r]*" + _KEY_TOKEN + r"[ \t\n\r]*:[ \t\n\r]*" + _SCALAR
+# `"key": scalar` (the key's groups, then the scalar's) or `"key": {` / `"key": [` (group 10),
+# with or without the comma before it; `, scalar` or `, {` in arrays (the scalar's groups,
+# then the opener's, 7). An opener read here saves a trip through the key and value states.
+_SCALAR_OR_OPEN = "(?:" + _SCALAR + r"|([{\[]))"
+_MEMBER = r"[ \t\n\r]*" + _KEY_TOKEN + r"[ \t\n\r]*:[ \t\n\r]*" + _SCALAR_OR_OPEN
 _FAST_MEMBER = re.compile(_MEMBER)
-_FAST_NEXT_MEMBER = re.compile(r"[ \t\n\r]*," + _MEMBER)
-_FAST_NEXT_ITEM = re.compile(r"[ \t\n\r]*,[ \t\n\r]*" + _SCALAR)
+# The loops over members and items also end in one match: `}` or `]`, after a trailing comma
+# (group 11 or 8) or not; the closer is group 12 or 9.
+_FAST_NEXT_MEMBER = re.compile(
+    r"[ \t\n\r]*(?:," + _MEMBER + r"|(,?)[ \t\n\r]*(\}))")
+_FAST_NEXT_ITEM = re.compile(
+    r"[ \t\n\r]*(?:,[ \t\n\r]*" + _SCALAR_OR_OPEN + r"|(,?)[ \t\n\r]*(\]))")
 # A comma or a closer after a value; group 1 is a comma right before a closer (trailing).
 _FAST_AFTER = re.compile(r"[ \t\n\r]*(?:(,)[ \t\n\r]*(?=[}\]]))?([,}\]])")
 _FAST_KEY = re.compile(r"[ \t\n\r]*" + _KEY_TOKEN + r"[ \t\n\r]*:")
@@ -431,10 +438,10 @@ class _Repairer:
         if kind <= 2:  # a plain string
             if kind == 2:  # single-quoted: where the general path, which reads it, puts it
                 self.vstart = m.start(2) - 1
-            return _AFTER, _scalar(m, 1, self.repairs), m.end()
+            return _AFTER, _scalar(m.groups(), 0, self.repairs), m.end()
         if kind <= 5:  # a number (groups 3-5)
             self.vstart = m.start(3)
-            return _AFTER, _scalar(m, 1, self.repairs), m.end()
+            return _AFTER, _scalar(m.groups(), 0, self.repairs), m.end()
         if kind == 6:
             return _AFTER, _JSON_WORDS[m.group(6)], m.end()
         return self._open(m.group(7), m.start(7)), None, m.end()  # kind 7: `{` or `[`
@@ -517,30 +524,48 @@ class _Repairer:
         text, rep, top = self.text, self.repairs, stack[-1]
         if type(top) is list:
             is_list, closer = True, _LIST_CLOSERS[self.keys[-1]]
-            if value is not scan.SKIP:
+            if value is not _SKIP:
                 top.append(value)
             m = _FAST_NEXT_ITEM.match(text, pos)  # hot path: more scalar items, one match each
             while m is not None:
-                top.append(m.group(1) if m.lastindex == 1 else _scalar(m, 1, rep))
+                g = m.groups()  # one call, cheaper than several m.group()
+                if g[8] is not None:  # `]`
+                    if closer != "]":
+                        break  # `]` in a tuple or a set: the general code below decides
+                    if g[7]:
+                        rep[scan.TRAILING_COMMA] = None
+                        self.vstart = m.start(9)  # as the general path, which reads `]` there
+                    return _AFTER, self._close(), m.end()
+                if g[6] is not None:  # `{` or `[`
+                    return self._open(g[6], m.start(7)), None, m.end()
+                item = g[0]
+                top.append(item if item is not None else _scalar(g, 0, rep))
                 pos = m.end()
                 m = _FAST_NEXT_ITEM.match(text, pos)
         else:
             is_list, closer = False, "}"
-            if value is not scan.SKIP:
+            if value is not _SKIP:
                 key = self.keys[-1]
                 if key in top:
                     _duplicate(key, self.vstart)
                 top[key] = value
             m = _FAST_NEXT_MEMBER.match(text, pos)  # hot path: more scalar members
             while m is not None:
-                key = m.group(1)
+                g = m.groups()
+                if g[11] is not None:  # `}`
+                    if g[10]:
+                        rep[scan.TRAILING_COMMA] = None
+                    return _AFTER, self._close(), m.end()
+                key = g[0]
                 if key is None:
-                    key = _key_of(m, rep)
+                    key = _key_of(g, rep)
                 if key in top:
                     _duplicate(key, m.start())
-                kind = m.lastindex
-                top[key] = (m.group(4) if kind == 4 else _JSON_WORDS[m.group(9)] if kind == 9
-                            else _scalar(m, 4, rep))
+                if g[9] is not None:  # `{` or `[`
+                    self.keys[-1] = key
+                    return self._open(g[9], m.start(10)), None, m.end()
+                value = g[3]
+                top[key] = value if value is not None else _scalar(g, 3, rep)
                 pos = m.end()
                 m = _FAST_NEXT_MEMBER.match(text, pos)
         m = _FAST_AFTER.match(text, pos)
@@ -592,11 +617,14 @@ class _Repairer:
         text = self.text
         m = _FAST_MEMBER.match(text, pos)
         if m is not None:
-            self.keys[-1] = _key_of(m, self.repairs)
-            return _AFTER, _scalar(m, 4, self.repairs), m.end()
+            g = m.groups()
+            self.keys[-1] = _key_of(g, self.repairs)
+            if g[9] is not None:  # `{` or `[`
+                return self._open(g[9], m.start(10)), None, m.end()
+            return _AFTER, _scalar(g, 3, self.repairs), m.end()
         m = _FAST_KEY.match(text, pos)
         if m is not None:
-            self.keys[-1] = _key_of(m, self.repairs)
+            self.keys[-1] = _key_of(m.groups(), self.repairs)
             return _VALUE, None, m.end()
         pos, c = self._significant(pos)
         if not c:
@@ -680,36 +708,36 @@ class _Repairer:
                           expression=expression)
 
 
-def _key_of(m: re.Match[str], rep: dict[str, None]) -> str:
-    """The key of a fast-path member or key match (groups 1-3: double-quoted, single-quoted,
-    bare identifier)."""
-    key = m.group(1)
+def _key_of(g: tuple[Any, ...], rep: dict[str, None]) -> str:
+    """The key of a fast-path member or key match from its groups (``g[0:3]``: double-quoted,
+    single-quoted, bare identifier)."""
+    key = g[0]
     if key is not None:
         return key
-    key = m.group(2)
+    key = g[1]
     if key is not None:
         rep[scan.SINGLE_QUOTES] = None
         return key
     rep[scan.UNQUOTED_KEY] = None
-    return m.group(3)
+    return g[2]
 
 
-def _scalar(m: re.Match[str], g: int, rep: dict[str, None]) -> Any:
-    """The value of a fast-path scalar match whose first group is ``g``: a string (``g``
-    double-quoted, ``g+1`` single-quoted), a number (``g+2`` to ``g+4``: digits, fraction,
-    exponent) or a JSON word (``g+5``)."""
-    value = m.group(g)
+def _scalar(g: tuple[Any, ...], i: int, rep: dict[str, None]) -> Any:
+    """The value of a fast-path scalar from a match's groups ``g``, its own starting at ``i``:
+    a string (``g[i]`` double-quoted, ``g[i+1]`` single-quoted), a number (``g[i+2]`` to
+    ``g[i+4]``: digits, fraction, exponent) or a JSON word (``g[i+5]``)."""
+    value = g[i]
     if value is not None:
         return value
-    value = m.group(g + 1)
+    value = g[i + 1]
     if value is not None:
         rep[scan.SINGLE_QUOTES] = None
         return value
-    number = m.group(g + 2)
+    number = g[i + 2]
     if number is None:
-        return _JSON_WORDS[m.group(g + 5)]
-    if m.group(g + 3) or m.group(g + 4) or len(number) > 18:
-        return scan.to_number(number, bool(m.group(g + 3) or m.group(g + 4)), rep)
+        return _JSON_WORDS[g[i + 5]]
+    if g[i + 3] or g[i + 4] or len(number) > 18:
+        return scan.to_number(number, bool(g[i + 3] or g[i + 4]), rep)
     return int(number)
 
 

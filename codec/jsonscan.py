@@ -294,13 +294,14 @@ def to_number(literal: str, is_float: bool, repairs: Repairs) -> Any:
             if _INT_MIN <= value <= _UINT_MAX:
                 return value
     value = float(literal)
-    if value in (float("inf"), float("-inf")):
+    if value in _INFINITIES:
         repairs[NONFINITE] = None
         return None
     return value
 
 
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
+_INFINITIES = (float("inf"), float("-inf"))
 
 
 def read_bare(text: str, pos: int, ctx: int, repairs: Repairs) -> tuple[Any, int]:
