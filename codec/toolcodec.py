@@ -64,7 +64,9 @@ RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
 # cause. Envelopes past the limit stay in content, with one ``payload_too_large`` error.
 MAX_CALLS = 128
 _TOOL_CALL_CLOSE = "</tool_call>"
-_FUNCTION_OR_CDATA = re.compile(r"<function=|<!\[CDATA\[.*?(?:\]\]>|\Z)", re.S)
+# `<function=NAME>` and the other spellings models use for it: `<call=`, `<invoke=`, `<tool=`
+_FUNCTION_OR_CDATA = re.compile(r"<(?:function|call|invoke|tool)=|<!\[CDATA\[.*?(?:\]\]>|\Z)",
+                                re.S)
 _SEPARATORS = re.compile(r"[\s,;]*")
 _LINE_COL = re.compile(r"\(line \d+, column \d+\)")
 _JSON_START = re.compile(r"\s*(?:\{|\[\s*\{|\[\s*\])")
@@ -547,11 +549,11 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
 
 
 def _split_functions(payload: str) -> list[str]:
-    """One ``<tool_call>`` may hold several ``<function=…>`` calls: one part per call. A
-    ``<function=`` inside a CDATA section is text, not a call."""
+    """One ``<tool_call>`` may hold several ``<function=…>`` calls (or ``<call=…>``,
+    ``<invoke=…>``, ``<tool=…>``): one part per call. One inside a CDATA section is text."""
     starts = []
     for m in _FUNCTION_OR_CDATA.finditer(payload):
-        if m.group() == "<function=":
+        if not m.group().startswith("<!"):
             starts.append(m.start())
     if len(starts) < 2:
         return [payload]

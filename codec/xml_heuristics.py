@@ -23,6 +23,8 @@ _NAME = NAME_PATTERN
 _OPENED_RE = re.compile(r"<(" + _NAME + r")")
 _SLOPPY_CLOSE_RE = re.compile(r"</[ \t\r\n]+(" + _NAME + r")[ \t\r\n]*>")
 _CUT_CLOSE_RE = re.compile(r"</[ \t\r\n]*(" + _NAME + r")[ \t\r\n]*\Z")
+# An opening tag cut by the end of the text: `<parameter=cabin`, `<city unit="c`, `<tool_call`.
+_CUT_OPEN_RE = re.compile(r"<" + _NAME + r"(?:[ \t\r\n]*=[^<>]*|[ \t\r\n][^<>]*)?\Z")
 # Where a bare "&" stays as written: CDATA and shorthand tags (<name=VALUE> holds literal text).
 _AMP_KEEP_RE = re.compile(
     r"<!\[CDATA\[.*?(?:\]\]>|\Z)|<" + _NAME + r"[ \t\r\n]*=[^<>]*>", re.DOTALL
@@ -147,6 +149,29 @@ class BalanceTags:
         return HeuristicResult(raw=mends.apply(ctx.raw))
 
 
+class DropCutTag:
+    """After a failed parse: an opening tag cut off by the end of the output (``<parameter=x``
+    with no ``>``) is dropped; the element it began never had content. The text-level twin of
+    ``json.dangling_key_dropped``; the call keeps what was complete before it."""
+
+    id = "xml.cut_tag_dropped"
+    phase: Phase = "fallback-reparse"
+
+    def applies(self, ctx: HeuristicContext) -> bool:
+        return bool(ctx.errors) and "<" in ctx.raw[-_CUT_TAG_WINDOW:]
+
+    def run(self, ctx: HeuristicContext) -> HeuristicResult | None:
+        raw = ctx.raw
+        start = max(0, len(raw) - _CUT_TAG_WINDOW)  # a bounded look back: tags are short
+        m = _CUT_OPEN_RE.match(raw, raw.rfind("<", start))
+        if m is None or _ends_in_cdata(raw, m.start()):
+            return None
+        return HeuristicResult(raw=raw[: m.start()])
+
+
+_CUT_TAG_WINDOW = 512
+
+
 def balance_tags(text: str, options: ScanOptions) -> str:
     """Insert the close tags ``text`` lacks, as far as that lets it scan (one linear pass,
     however many elements are left open)."""
@@ -228,6 +253,7 @@ def default_heuristics() -> list[Any]:
         NormalizeCloseTag(),
         EscapeLt(),
         EscapeAmpersand(),
+        DropCutTag(),
         BalanceTags(),
         DedupeTags(),
         SchemaCoerce(),

@@ -37,7 +37,8 @@ XmlFormat = Literal["function", "tool_tag", "tool_element"]
 FORMATS: tuple[str, ...] = ("function", "tool_tag", "tool_element")
 
 _FUNCTION_NAME_RE = re.compile(
-    r"<function(?:[ \t]*=[ \t]*[\"']?([^\"'<>\s/]+)|\s+name\s*=\s*[\"']([^\"'<>]*)[\"'])"
+    r"<(function|call|invoke|tool)"
+    r"(?:[ \t]*=[ \t]*[\"']?([^\"'<>\s/]+)|\s+name\s*=\s*[\"']([^\"'<>]*)[\"'])"
 )
 _TOOL_NAME_RE = re.compile(r"<tool_name>\s*([^<]*?)\s*</tool_name>")
 _FIRST_TAG_RE = re.compile(r"<([^\W\d][\w.:-]*)")
@@ -101,7 +102,7 @@ def decode_xml_call(
         original=raw,
         xml_format=fmt,
         tool_spec=spec,
-        scan_options=_scan_options(fmt, name, schema, limits),
+        scan_options=_scan_options(fmt, raw, name, schema, limits),
         limits=limits,
     )
     pipeline.run(ctx, lambda text, c: _parse(text, c, fmt, tag_name, registry))
@@ -160,16 +161,22 @@ def _peek_name(raw: str, fmt: str, tag_name: str | None) -> str | None:
     if fmt == "tool_tag":
         m = _FIRST_TAG_RE.search(raw)
         return tag_name or (m.group(1) if m else None)
-    m = (_FUNCTION_NAME_RE if fmt == "function" else _TOOL_NAME_RE).search(raw)
-    if m is None:
-        return None
-    return next((g for g in m.groups() if g), None)
+    if fmt == "function":
+        m = _FUNCTION_NAME_RE.search(raw)
+        return (m.group(2) or m.group(3)) if m else None
+    m = _TOOL_NAME_RE.search(raw)
+    return m.group(1) if m else None
 
 
-def _scan_options(fmt: str, name: str | None, schema: dict | None, limits: Limits) -> ScanOptions:
+def _scan_options(fmt: str, raw: str, name: str | None, schema: dict | None,
+                  limits: Limits) -> ScanOptions:
     # merge_text: each value comes back as one Text, its references decoded in bulk.
     if fmt == "function":
-        return ScanOptions(frozenset({"parameter"}), _FUNCTION_TAGS, limits.max_depth, True)
+        # `<call=…>`, `<invoke=…>`, `<tool=…>` are markup only in a call that uses that
+        # spelling, so `</tool>` inside a `<function=…>` value stays text
+        m = _FUNCTION_NAME_RE.search(raw)
+        tags = _FUNCTION_TAGS | {m.group(1)} if m else _FUNCTION_TAGS
+        return ScanOptions(frozenset({"parameter"}), tags, limits.max_depth, True)
     props = schema.get("properties") if isinstance(schema, dict) else None
     names = frozenset(props) if isinstance(props, dict) else frozenset()
     frame = _ELEMENT_TAGS if fmt == "tool_element" else frozenset({name} if name else ())
@@ -217,6 +224,7 @@ def _parse(
         ctx.schema = getattr(ctx.meta["tool_spec"], "schema", None)
     if reader.repeated:
         ctx.meta["xml_repeated"] = sorted(reader.repeated)
+    ctx.repairs.extend(r for r in dict.fromkeys(reader.repairs) if r not in ctx.repairs)
     return args, []
 
 
@@ -311,6 +319,7 @@ class _ArgumentBuilder:
         self.schema = schema
         self.warnings = warnings
         self.repeated: set[str] = set()
+        self.repairs: list[str] = []
 
     # formats
     def function_call(self, nodes: list[Element | Text]) -> tuple[str, dict]:
@@ -318,28 +327,48 @@ class _ArgumentBuilder:
         fn = root
         if root.name == "tool_call":
             fn = _single_element(root.children, "<function=NAME> inside <tool_call>")
-        if fn.name != "function":
-            raise _Invalid(f"expected <function=NAME>, found <{fn.name}>", fn.start)
         name = _name_of(fn)
+        if fn.name not in _CALL_TAGS or (fn.name != "function" and fn.value is None):
+            raise _Invalid(f"expected <function=NAME>, found <{fn.name}>", fn.start)
         if not name:
-            raise _Invalid("<function> has no name; expected <function=NAME>", fn.start)
+            raise _Invalid(f"<{fn.name}> has no name; expected <{fn.name}=NAME>", fn.start)
+        if fn.name != "function":
+            self.repairs.append(FUNCTION_ALIAS)
         args: dict[str, list[Any]] = {}
-        for child in fn.children:
+        kids, i = fn.children, 0
+        while i < len(kids):
+            child, i = kids[i], i + 1
             if _is_layout(child):
                 continue
             if isinstance(child, Text):
                 raise _Invalid(f"text outside any <parameter> in <function={name}>", child.start)
             if child.name == "parameter":
                 pname = _name_of(child)
-                if not pname:
-                    what = "<parameter> has no name; expected <parameter=NAME>"
-                    raise _Invalid(what, child.start)
-                value: Any = _join_text(child.children)
+                if pname:
+                    value: Any = _join_text(child.children)
+                else:
+                    pname, value, i = self._name_then_value(child, kids, i)
             else:
                 pname = child.name
                 value = self.value(child, _child_schema(self.schema, pname))
             args.setdefault(pname, []).append(value)
         return name, self._collapse(args)
+
+    def _name_then_value(self, el: Element, kids: list[Element | Text],
+                         i: int) -> tuple[str, str, int]:
+        """`<parameter>city</parameter>Seoul`: a nameless parameter holding only a name, and
+        its value in the text after it (up to the next element). Returns the name, the value
+        and the index of the first child after the value."""
+        pname = "" if el.elements() else _join_text(el.children).strip()
+        parts = []
+        while i < len(kids) and isinstance(kids[i], Text):
+            parts.append(kids[i].value)
+            i += 1
+        value = "".join(parts).strip()
+        if not value or not _PARAMETER_NAME.fullmatch(pname):
+            raise _Invalid("<parameter> has no name; expected <parameter=NAME>", el.start)
+        self.repairs.append(NAME_THEN_VALUE)
+        return pname, value, i
 
     def tool_tag(self, nodes: list[Element | Text], tag_name: str | None) -> tuple[str, dict]:
         root = _single_element(nodes, f"<{tag_name or 'TOOL'}>")
@@ -488,6 +517,11 @@ class _Node:
 
 
 _NAMING_TAGS = frozenset({"param", "parameter", "arg", "argument"})
+# `<function=NAME>` and the spellings models also use for it.
+_CALL_TAGS = frozenset({"function", "call", "invoke", "tool"})
+FUNCTION_ALIAS = "xml.function_alias"  # `<call=NAME>`, `<invoke=NAME>`, `<tool=NAME>`
+NAME_THEN_VALUE = "xml.parameter_name_then_value"  # `<parameter>city</parameter>Seoul`
+_PARAMETER_NAME = re.compile(r"[A-Za-z_][\w.-]{0,127}")
 
 
 def _text_value(el: Element, schema: dict | None) -> Any:

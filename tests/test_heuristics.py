@@ -229,7 +229,8 @@ def test_replacing_swaps_whole_phases():
 def test_default_pipeline_ids_in_order():
     p = default_pipeline()
     assert [h.id for h in p.pre_parse] == ["xml.normalize_close_tag", "xml.escape_lt"]
-    assert [h.id for h in p.fallback_reparse] == ["xml.escape_ampersand", "xml.balance_tags"]
+    assert [h.id for h in p.fallback_reparse] == ["xml.escape_ampersand", "xml.cut_tag_dropped",
+                                                  "xml.balance_tags"]
     assert [h.id for h in p.post_parse] == ["xml.dedupe_tags", "schema.coerce"]
 
 

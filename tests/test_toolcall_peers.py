@@ -19,12 +19,13 @@ import peers_toolcall_report as report  # noqa: E402
 # format: (calls floor, calls+content floor), a few points under the rates measured when each
 # format landed (2026-11: hermes 71.4/65.5, json 81.0/76.2, morph_xml 57.8/52.3, qwen_xml
 # 72.2/56.9, pythonic 96.9/95.3, glm4_moe 86.7/82.2, kimi_k2 100/100, mistral 100/100,
-# yaml_xml 66.7/59.0, gigachat3 87.5/79.2; overall 77.4/71.4).
+# yaml_xml 66.7/59.0, gigachat3 87.5/79.2; overall 77.4/71.4; qwen_xml 83.3/66.7 and overall
+# 79.7/73.3 once <call=…> aliases, <parameter>NAME</parameter>VALUE and cut tags were read).
 FLOORS = {
     "hermes": (0.66, 0.56),
     "json": (0.76, 0.66),
     "morph_xml": (0.53, 0.48),
-    "qwen_xml": (0.68, 0.52),
+    "qwen_xml": (0.79, 0.62),
     "pythonic": (0.92, 0.90),
     "glm4_moe": (0.82, 0.77),
     "kimi_k2": (0.95, 0.95),
@@ -32,7 +33,7 @@ FLOORS = {
     "yaml_xml": (0.62, 0.54),
     "gigachat3": (0.83, 0.75),
 }
-OVERALL_FLOOR = (0.74, 0.68)
+OVERALL_FLOOR = (0.76, 0.70)
 
 CASES = report.load_cases()
 

@@ -14,6 +14,7 @@ from codec.errors import (
     SCHEMA_VIOLATION,
     UNKNOWN_TOOL,
 )
+from codec.heuristics import Pipeline
 from codec.limits import Limits
 from codec.tools import ToolRegistry
 from codec.xml_heuristics import default_pipeline
@@ -120,7 +121,8 @@ def test_repeated_parameter_collects_for_an_array_and_refuses_two_scalars():
         ("<function><parameter=city>P</parameter></function>", "no name"),
         ("<function=get_weather><parameter>P</parameter></function>", "no name"),
         ("<tool_call><function=a></function><function=b></function></tool_call>", "second"),
-        ("<call=get_weather></call>", "expected <function=NAME>"),
+        ("<call></call>", "expected <function=NAME>"),
+        ("<function=get_weather><parameter>not a name</parameter>x</function>", "no name"),
         ("nothing here", "text outside the call"),
         ("", "no element"),
     ],
@@ -145,9 +147,48 @@ def test_unparseable_reports_position_kind_and_expectation():
 
 
 def test_expected_close_tag_is_reported():
-    r = decode("<function=get_weather><parameter=city>P</parameter><parameter=x")
+    raw = "<function=get_weather><parameter=city>P</parameter><parameter=x"
+    r = decode_xml_call(raw, "function", registry=REGISTRY, pipeline=Pipeline())
     (err,) = r.errors
     assert err.code == INVALID_XML and err.details["kind"] == "unterminated_tag"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "<function=get_weather><parameter=city>P</parameter><parameter=days",
+        "<tool_call><function=get_weather><parameter=city>P</parameter><parameter=days ",
+        "<function=get_weather><parameter=city>P</parameter><tool_call",
+    ],
+)
+def test_an_opening_tag_cut_by_the_end_is_dropped(raw):
+    r = decode(raw)
+    assert r.errors == [] and r.arguments == {"city": "P"}
+    assert "xml.cut_tag_dropped" in r.repairs
+
+
+def test_a_cut_opening_tag_inside_cdata_is_text():
+    r = decode("<function=get_weather><parameter=city><![CDATA[P <days")
+    assert "xml.cut_tag_dropped" not in r.repairs
+
+
+@pytest.mark.parametrize("tag", ["call", "invoke", "tool"])
+def test_other_spellings_of_function(tag):
+    r = decode(f"<tool_call><{tag}=get_weather><parameter=city>P</parameter></{tag}></tool_call>")
+    assert r.errors == [] and r.name == "get_weather" and r.arguments == {"city": "P"}
+    assert r.repairs == ["xml.function_alias"]
+
+
+def test_an_alias_tag_is_text_inside_a_function_value():
+    r = decode("<function=get_weather><parameter=city>use </tool> here</parameter></function>")
+    assert r.errors == [] and r.arguments == {"city": "use </tool> here"}
+
+
+def test_parameter_name_then_value():
+    r = decode("<tool_call>\n<function=get_weather>\n<parameter>city</parameter>\nParis\n"
+               "<parameter>days</parameter>\n3\n</function>\n</tool_call>")
+    assert r.errors == [] and r.arguments == {"city": "Paris", "days": 3}
+    assert "xml.parameter_name_then_value" in r.repairs
 
 
 def test_unknown_tool_keeps_name_and_arguments():
