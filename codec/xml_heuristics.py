@@ -24,7 +24,7 @@ _OPENED_RE = re.compile(r"<(" + _NAME + r")")
 _SLOPPY_CLOSE_RE = re.compile(r"</[ \t\r\n]+(" + _NAME + r")[ \t\r\n]*>")
 _CUT_CLOSE_RE = re.compile(r"</[ \t\r\n]*(" + _NAME + r")[ \t\r\n]*\Z")
 # An opening tag cut by the end of the text: `<parameter=cabin`, `<city unit="c`, `<tool_call`.
-_CUT_OPEN_RE = re.compile(r"<" + _NAME + r"(?:[ \t\r\n]*=[^<>]*|[ \t\r\n][^<>]*)?\Z")
+_CUT_OPEN_RE = re.compile(r"<(" + _NAME + r")(?:[ \t\r\n]*=[^<>]*|[ \t\r\n][^<>]*)?\Z")
 # Where a bare "&" stays as written: CDATA and shorthand tags (<name=VALUE> holds literal text).
 _AMP_KEEP_RE = re.compile(
     r"<!\[CDATA\[.*?(?:\]\]>|\Z)|<" + _NAME + r"[ \t\r\n]*=[^<>]*>", re.DOTALL
@@ -150,9 +150,10 @@ class BalanceTags:
 
 
 class DropCutTag:
-    """After a failed parse: an opening tag cut off by the end of the output (``<parameter=x``
-    with no ``>``) is dropped; the element it began never had content. The text-level twin of
-    ``json.dangling_key_dropped``; the call keeps what was complete before it."""
+    """After a failed parse: a structural opening tag (a parameter's, the call's own) cut off
+    by the end of the output (``<parameter=x`` with no ``>``) is dropped; the element it began
+    never had content. The text-level twin of ``json.dangling_key_dropped``; the call keeps
+    what was complete before it."""
 
     id = "xml.cut_tag_dropped"
     phase: Phase = "fallback-reparse"
@@ -166,7 +167,15 @@ class DropCutTag:
         m = _CUT_OPEN_RE.match(raw, raw.rfind("<", start))
         if m is None or _ends_in_cdata(raw, m.start()):
             return None
-        return HeuristicResult(raw=raw[: m.start()])
+        # only a structural tag (a parameter, the call's own tag), perhaps cut inside its
+        # name: `if x <a` at the end of a value is the value's text, cut there
+        options = ctx.meta.get("scan_options") or ScanOptions()
+        name = m.group(1)
+        if m.end(1) < len(raw):
+            structural = name in options.structural
+        else:
+            structural = any(tag.startswith(name) for tag in options.structural)
+        return HeuristicResult(raw=raw[: m.start()]) if structural else None
 
 
 _CUT_TAG_WINDOW = 512

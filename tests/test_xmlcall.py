@@ -167,6 +167,13 @@ def test_an_opening_tag_cut_by_the_end_is_dropped(raw):
     assert "xml.cut_tag_dropped" in r.repairs
 
 
+def test_a_cut_tag_that_is_not_structural_stays_in_the_value():
+    r = decode("<function=get_weather><parameter=city>if x <a")
+    assert "xml.cut_tag_dropped" not in r.repairs
+    r = decode("<function=get_weather><parameter=city>Paris</parameter><param")
+    assert r.arguments == {"city": "Paris"} and "xml.cut_tag_dropped" in r.repairs
+
+
 def test_a_cut_opening_tag_inside_cdata_is_text():
     r = decode("<function=get_weather><parameter=city><![CDATA[P <days")
     assert "xml.cut_tag_dropped" not in r.repairs
