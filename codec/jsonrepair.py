@@ -32,7 +32,7 @@ from codec.result import RepairResult
 __all__ = ["repair_json", "repair_json_prefix"]
 
 _VALUE, _AFTER, _KEY, _DONE = 0, 1, 2, 3
-_SKIP = scan.SKIP  # a module global: read on every value stored
+_SKIP = scan.SKIP  # a placeholder that adds no element (`...`); a module global: read often
 # What ``keys`` holds for a list read from Python syntax: its closer is not `]`.
 _PAREN, _SET = object(), object()  # `( … )` and `{"a", "b"}`
 _ARITHMETIC_WINDOW = 200
@@ -89,7 +89,7 @@ def repair_json(text: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairResult:
     Never raises: problems come back as ``errors`` with ``ok=False`` and ``value=None``.
     """
     result = _repair_json(text, limits)
-    if result.ok and result.value is scan.SKIP:  # only a placeholder such as "..." was there
+    if result.ok and result.value is _SKIP:  # only a placeholder such as "..." was there
         return _failed(result.repairs, INVALID_JSON, 0, "no JSON value: only a placeholder "
                        "(`...`) was found")
     return _encodable(text, result)
@@ -423,7 +423,7 @@ class _Repairer:
         self.keys[-1] = _SET
         self.open_lists += 1
         self.repairs[scan.SET] = None
-        return _AFTER, scan.SKIP, pos
+        return _AFTER, _SKIP, pos
 
     def _end(self) -> tuple[int, Any, int]:
         """The input ended inside containers: close them all."""
@@ -510,7 +510,7 @@ class _Repairer:
         more = self._comma_next(pos)
         if more and not _kind_open(c, self.stack, self.open_lists):  # closes nothing
             self.repairs[scan.STRAY_CLOSER] = None
-            return stay, scan.SKIP, pos
+            return stay, _SKIP, pos
         value, self.open_lists = _close_mismatched(self.stack, self.keys, c, self.open_lists,
                                                    self.repairs, more)
         return _AFTER, value, pos
@@ -654,7 +654,7 @@ class _Repairer:
             raise ScanFailure(INVALID_JSON, pos, f"expected a key (a string), found {c!r}")
         else:
             key, pos = self._bare_key(pos)
-            if key is scan.SKIP:
+            if key is _SKIP:
                 return _AFTER, key, pos
         pos, c = self._significant(pos)
         if not c:
@@ -691,7 +691,7 @@ class _Repairer:
                               f"expected a key (a string), found {self.text[pos]!r}")
         if key in scan.ELLIPSES:
             self.repairs[scan.ELLIPSIS] = None
-            return scan.SKIP, pos + len(key)
+            return _SKIP, pos + len(key)
         self.repairs[scan.UNQUOTED_KEY] = None
         return key, pos + len(key)
 
