@@ -64,9 +64,6 @@ RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
 # cause. Envelopes past the limit stay in content, with one ``payload_too_large`` error.
 MAX_CALLS = 128
 _TOOL_CALL_CLOSE = "</tool_call>"
-# `<function=NAME>` and the other spellings models use for it: `<call=`, `<invoke=`, `<tool=`
-_FUNCTION_OR_CDATA = re.compile(r"<(?:function|call|invoke|tool)=|<!\[CDATA\[.*?(?:\]\]>|\Z)",
-                                re.S)
 _SEPARATORS = re.compile(r"[\s,;]*")
 _LINE_COL = re.compile(r"\(line \d+, column \d+\)")
 _JSON_START = re.compile(r"\s*(?:\{|\[\s*\{|\[\s*\])")
@@ -386,9 +383,9 @@ class ToolCallCodec:
 
     def _xml_call(self, payload: str, fmt: str, tag: str | None,
                   base: list[str]) -> tuple[list[Call], list[CodecError]]:
-        from codec.xmlcall import decode_xml_call
+        from codec.xmlcall import decode_xml_call, split_functions
 
-        parts = _split_functions(payload) if fmt == "function" else [payload]
+        parts = split_functions(payload) if fmt == "function" else [payload]
         if len(parts) > MAX_CALLS:
             return [], [_too_many(len(parts), "calls in one envelope")]
         calls, errors = [], []
@@ -546,19 +543,6 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
     from importlib import import_module
 
     return import_module(f"codec.formats.{module}").read(payload, closed=closed)
-
-
-def _split_functions(payload: str) -> list[str]:
-    """One ``<tool_call>`` may hold several ``<function=…>`` calls (or ``<call=…>``,
-    ``<invoke=…>``, ``<tool=…>``): one part per call. One inside a CDATA section is text."""
-    starts = []
-    for m in _FUNCTION_OR_CDATA.finditer(payload):
-        if not m.group().startswith("<!"):
-            starts.append(m.start())
-    if len(starts) < 2:
-        return [payload]
-    starts[0] = 0
-    return [payload[a:b] for a, b in zip(starts, starts[1:] + [len(payload)], strict=True)]
 
 
 def _strip_bidi(text: str) -> tuple[str, bool]:

@@ -36,10 +36,14 @@ from codec.xmlscan import TOO_DEEP, Element, ScanError, ScanOptions, ScanResult,
 XmlFormat = Literal["function", "tool_tag", "tool_element"]
 FORMATS: tuple[str, ...] = ("function", "tool_tag", "tool_element")
 
+# `<function=NAME>` and the other spellings models use for it (`xml.function_alias`).
+_CALL_TAGS = ("function", "call", "invoke", "tool")
+_CALL_TAG = "(" + "|".join(_CALL_TAGS) + ")"
 _FUNCTION_NAME_RE = re.compile(
-    r"<(function|call|invoke|tool)"
-    r"(?:[ \t]*=[ \t]*[\"']?([^\"'<>\s/]+)|\s+name\s*=\s*[\"']([^\"'<>]*)[\"'])"
+    "<" + _CALL_TAG
+    + r"(?:[ \t]*=[ \t]*[\"']?([^\"'<>\s/]+)|\s+name\s*=\s*[\"']([^\"'<>]*)[\"'])"
 )
+_CALL_OPEN_OR_CDATA = re.compile("<" + _CALL_TAG + r"=|<!\[CDATA\[.*?(?:\]\]>|\Z)", re.S)
 _TOOL_NAME_RE = re.compile(r"<tool_name>\s*([^<]*?)\s*</tool_name>")
 _FIRST_TAG_RE = re.compile(r"<([^\W\d][\w.:-]*)")
 _SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
@@ -94,7 +98,7 @@ def decode_xml_call(
             f"the XML call is {len(raw)} characters; the limit is {limits.max_chars}",
         )
         return XmlCallResult(name=None, arguments=None, errors=[err])
-    name = _peek_name(raw, fmt, tag_name)
+    name, call_tag = _peek_name(raw, fmt, tag_name)
     spec = _lookup(registry, name)
     schema = getattr(spec, "schema", None)
     ctx = HeuristicContext(tool_name=name, schema=schema, raw=raw, parsed=None)
@@ -102,7 +106,7 @@ def decode_xml_call(
         original=raw,
         xml_format=fmt,
         tool_spec=spec,
-        scan_options=_scan_options(fmt, raw, name, schema, limits),
+        scan_options=_scan_options(fmt, call_tag, name, schema, limits),
         limits=limits,
     )
     pipeline.run(ctx, lambda text, c: _parse(text, c, fmt, tag_name, registry))
@@ -156,26 +160,26 @@ def _lookup(registry: Any, name: str | None) -> Any:
     return registry.get(name) if registry is not None and name else None
 
 
-def _peek_name(raw: str, fmt: str, tag_name: str | None) -> str | None:
-    """The tool name, read before parsing so that the schema can guide the parse."""
+def _peek_name(raw: str, fmt: str, tag_name: str | None) -> tuple[str | None, str | None]:
+    """The tool name, read before parsing so that the schema can guide the parse, and in the
+    ``function`` format the tag that opens the call (``function``, ``call``, …)."""
     if fmt == "tool_tag":
         m = _FIRST_TAG_RE.search(raw)
-        return tag_name or (m.group(1) if m else None)
+        return tag_name or (m.group(1) if m else None), None
     if fmt == "function":
         m = _FUNCTION_NAME_RE.search(raw)
-        return (m.group(2) or m.group(3)) if m else None
+        return ((m.group(2) or m.group(3)), m.group(1)) if m else (None, None)
     m = _TOOL_NAME_RE.search(raw)
-    return m.group(1) if m else None
+    return (m.group(1) if m else None), None
 
 
-def _scan_options(fmt: str, raw: str, name: str | None, schema: dict | None,
+def _scan_options(fmt: str, call_tag: str | None, name: str | None, schema: dict | None,
                   limits: Limits) -> ScanOptions:
     # merge_text: each value comes back as one Text, its references decoded in bulk.
     if fmt == "function":
         # `<call=…>`, `<invoke=…>`, `<tool=…>` are markup only in a call that uses that
         # spelling, so `</tool>` inside a `<function=…>` value stays text
-        m = _FUNCTION_NAME_RE.search(raw)
-        tags = _FUNCTION_TAGS | {m.group(1)} if m else _FUNCTION_TAGS
+        tags = _FUNCTION_TAGS | {call_tag} if call_tag else _FUNCTION_TAGS
         return ScanOptions(frozenset({"parameter"}), tags, limits.max_depth, True)
     props = schema.get("properties") if isinstance(schema, dict) else None
     names = frozenset(props) if isinstance(props, dict) else frozenset()
@@ -224,7 +228,7 @@ def _parse(
         ctx.schema = getattr(ctx.meta["tool_spec"], "schema", None)
     if reader.repeated:
         ctx.meta["xml_repeated"] = sorted(reader.repeated)
-    ctx.repairs.extend(r for r in dict.fromkeys(reader.repairs) if r not in ctx.repairs)
+    ctx.repairs.extend(r for r in reader.repairs if r not in ctx.repairs)  # a re-parse
     return args, []
 
 
@@ -319,7 +323,7 @@ class _ArgumentBuilder:
         self.schema = schema
         self.warnings = warnings
         self.repeated: set[str] = set()
-        self.repairs: list[str] = []
+        self.repairs: dict[str, None] = {}  # ids made while reading, once each, in order
 
     # formats
     def function_call(self, nodes: list[Element | Text]) -> tuple[str, dict]:
@@ -333,7 +337,7 @@ class _ArgumentBuilder:
         if not name:
             raise _Invalid(f"<{fn.name}> has no name; expected <{fn.name}=NAME>", fn.start)
         if fn.name != "function":
-            self.repairs.append(FUNCTION_ALIAS)
+            self.repairs[FUNCTION_ALIAS] = None
         args: dict[str, list[Any]] = {}
         kids, i = fn.children, 0
         while i < len(kids):
@@ -367,7 +371,7 @@ class _ArgumentBuilder:
         value = "".join(parts).strip()
         if not value or not _PARAMETER_NAME.fullmatch(pname):
             raise _Invalid("<parameter> has no name; expected <parameter=NAME>", el.start)
-        self.repairs.append(NAME_THEN_VALUE)
+        self.repairs[NAME_THEN_VALUE] = None
         return pname, value, i
 
     def tool_tag(self, nodes: list[Element | Text], tag_name: str | None) -> tuple[str, dict]:
@@ -517,11 +521,19 @@ class _Node:
 
 
 _NAMING_TAGS = frozenset({"param", "parameter", "arg", "argument"})
-# `<function=NAME>` and the spellings models also use for it.
-_CALL_TAGS = frozenset({"function", "call", "invoke", "tool"})
 FUNCTION_ALIAS = "xml.function_alias"  # `<call=NAME>`, `<invoke=NAME>`, `<tool=NAME>`
 NAME_THEN_VALUE = "xml.parameter_name_then_value"  # `<parameter>city</parameter>Seoul`
 _PARAMETER_NAME = re.compile(r"[A-Za-z_][\w.-]{0,127}")
+
+
+def split_functions(payload: str) -> list[str]:
+    """One ``<tool_call>`` may hold several ``<function=…>`` calls (or ``<call=…>``,
+    ``<invoke=…>``, ``<tool=…>``): one part per call. One inside a CDATA section is text."""
+    starts = [m.start() for m in _CALL_OPEN_OR_CDATA.finditer(payload) if m.group(1)]
+    if len(starts) < 2:
+        return [payload]
+    starts[0] = 0
+    return [payload[a:b] for a, b in zip(starts, starts[1:] + [len(payload)], strict=True)]
 
 
 def _text_value(el: Element, schema: dict | None) -> Any:
