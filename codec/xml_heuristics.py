@@ -131,7 +131,8 @@ class BalanceTags:
     """After a failed parse: close what was left open. An unclosed element is closed where
     its parent closes or, for raw-text parameters, where the next structural tag opens; the
     elements still open at the end are closed there, completing a cut-off close tag
-    (``</para`` → ``</parameter>``). Text is only ever added, never removed."""
+    (``</para`` → ``</parameter>``). A close tag that closes nothing open is dropped
+    (``xml.stray_close_dropped``): it holds no data. No other text is removed."""
 
     id = "xml.balance_tags"
     phase: Phase = "fallback-reparse"
@@ -146,7 +147,13 @@ class BalanceTags:
             # The text scans as it is: leave the tree for the re-parse, which would only
             # scan the same text again (xmlcall checks that text and options are the same).
             ctx.meta["scanned"] = (ctx.raw, options, mends.result)
-        return HeuristicResult(raw=mends.apply(ctx.raw))
+        ids = (["xml.balance_tags"] if mends.inserts or mends.end < len(ctx.raw) else []) + (
+            [STRAY_CLOSE_DROPPED] if mends.drops else [])
+        return HeuristicResult(raw=mends.apply(ctx.raw), repairs=tuple(ids) or None)
+
+
+# A close tag that closes no open element (``<a>1</a></a>``), dropped while balancing.
+STRAY_CLOSE_DROPPED = "xml.stray_close_dropped"
 
 
 class DropCutTag:

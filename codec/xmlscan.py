@@ -195,28 +195,34 @@ def scan(text: str, options: ScanOptions | None = None) -> ScanResult:
 
 @dataclass(slots=True)
 class Mends:
-    """The close tags ``text`` lacks, found by :func:`find_missing_closes`.
+    """The close tags ``text`` lacks, and those it has too many, found by
+    :func:`find_missing_closes`.
 
-    ``inserts`` are ``(offset, close tag)`` pairs in text order; ``end`` is where the original
-    text stops counting (before a cut-off close tag such as ``</para`` that an insert at
-    ``end`` completes; ``len(text)`` otherwise). ``error`` is the fault that no close tag
-    mends, if one stopped the scan; the inserts before it still stand."""
+    ``inserts`` are ``(offset, close tag)`` pairs in text order; ``drops`` are the
+    ``(start, end)`` spans of close tags that close no open element (``</b>`` in
+    ``<a>x</b></a>``); ``end`` is where the original text stops counting (before a cut-off close
+    tag such as ``</para`` that an insert at ``end`` completes; ``len(text)`` otherwise).
+    ``error`` is the fault that no close tag mends, if one stopped the scan; the mends before
+    it still stand."""
 
     inserts: list[tuple[int, str]]
     end: int
     error: ScanError | None = None
     result: ScanResult | None = None  # the scan of ``text`` itself, when nothing was mended
+    drops: list[tuple[int, int]] = field(default_factory=list)
 
     def apply(self, text: str) -> str:
-        """``text`` with the inserts made and the cut-off tail replaced."""
-        if not self.inserts:
+        """``text`` with the inserts made, the drops removed and the cut-off tail replaced."""
+        if not self.inserts and not self.drops:
             return text[: self.end]
+        edits = sorted([(pos, pos, tag) for pos, tag in self.inserts]
+                       + [(a, b, "") for a, b in self.drops], key=lambda e: e[0])
         out, prev = [], 0
-        for pos, tag in self.inserts:
-            pos = min(pos, self.end)
-            out.append(text[prev:pos])
+        for start, stop, tag in edits:
+            start, stop = min(start, self.end), min(stop, self.end)
+            out.append(text[prev:start])
             out.append(tag)
-            prev = pos
+            prev = stop
         out.append(text[prev : self.end])
         return "".join(out)
 
@@ -230,8 +236,9 @@ def find_missing_closes(text: str, options: ScanOptions | None = None) -> Mends:
     the first fault that a close tag cannot mend (returned in ``Mends.error``)."""
     scanner = _Scanner(text, options or ScanOptions(), mend=True)
     result = scanner.run()
-    unchanged = result.ok and not scanner.inserts
-    return Mends(scanner.inserts, scanner.end, result.error, result if unchanged else None)
+    unchanged = result.ok and not scanner.inserts and not scanner.drops
+    return Mends(scanner.inserts, scanner.end, result.error, result if unchanged else None,
+                 scanner.drops)
 
 
 @lru_cache(maxsize=256)
@@ -303,6 +310,7 @@ class _Scanner:
         self.next_close: dict[str, re.Match[str] | None] = {}  # per name, found ahead
         self.mend = mend
         self.inserts: list[tuple[int, str]] = []
+        self.drops: list[tuple[int, int]] = []
         self.end = len(text)
         # The text run being merged (ScanOptions.merge_text): its parts and bookkeeping.
         self.parts: list[str] = []
@@ -594,6 +602,9 @@ class _Scanner:
         if self.open_names.get(name, 0) > 0:
             self._unclosed(i, f"before </{name}>")
             return i
+        if self.mend:  # a close tag holds no data: dropping it loses nothing
+            self.drops.append((i, m.end()))
+            return m.end()
         self._fail(STRAY_CLOSE, i, f"</{name}> closes no open element")
         return i  # unreachable: _fail raises
 

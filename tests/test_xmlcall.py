@@ -137,11 +137,13 @@ def test_function_structure_errors(raw, fragment):
 
 def test_unparseable_reports_position_kind_and_expectation():
     raw = "<function=get_weather><parameter=city>P</parameter></wrong></function>"
-    r = decode(raw)
+    r = decode_xml_call(raw, "function", registry=REGISTRY, pipeline=Pipeline())
     (err,) = r.errors
     assert err.code == INVALID_XML and err.details["kind"] == "stray_close"
     assert err.details["position"] == raw.index("</wrong>")
     assert "</wrong> closes no open element" in err.message
+    r = decode(raw)  # the default pipeline drops the close tag: it holds no data
+    assert r.arguments == {"city": "P"} and "xml.stray_close_dropped" in r.repairs
     r = decode("<get_weather><city>x</get_weather", "tool_tag", "get_weather", limits=Limits())
     assert r.arguments == {"city": "x"}  # a cut-off final close tag is completed
 

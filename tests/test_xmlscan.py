@@ -229,9 +229,13 @@ def test_merged_scan_reads_the_same_as_piece_by_piece(text):
 
 
 def mend_by_rescanning(text: str, opts: ScanOptions) -> str:
-    """The plain definition: insert the expected close tag where the scan stops, scan again."""
+    """The plain definition: insert the expected close tag where the scan stops (or drop a
+    close tag that closes nothing), scan again."""
     while True:
         err = scan(text, opts).error
+        if err is not None and err.kind == xs.STRAY_CLOSE:
+            text = text[: err.position] + text[text.index(">", err.position) + 1 :]
+            continue
         if err is None or err.expected is None:
             return text
         if err.kind == xs.UNCLOSED:
@@ -245,17 +249,20 @@ def mend_by_rescanning(text: str, opts: ScanOptions) -> str:
 
 
 @pytest.mark.parametrize(
-    ("src", "inserts", "end"),
+    ("src", "inserts", "end", "drops"),
     [
-        ("<a><b>x</a>", [(7, "</b>")], 11),
-        ("<a>x", [(4, "</a>")], 4),
-        ("<a><b>x</", [(7, "</b>"), (9, "</a>")], 7),
-        ("<a>x</b></a>", [], 12),
+        ("<a><b>x</a>", [(7, "</b>")], 11, []),
+        ("<a>x", [(4, "</a>")], 4, []),
+        ("<a><b>x</", [(7, "</b>"), (9, "</a>")], 7, []),
+        ("<a>x</b></a>", [], 12, ["</b>"]),
+        ("<a>x</a></a><b/></c>", [], 20, ["</a>", "</c>"]),
+        ("<a><b>x</c>", [(11, "</b>"), (11, "</a>")], 11, ["</c>"]),
     ],
 )
-def test_find_missing_closes(src, inserts, end):
+def test_find_missing_closes(src, inserts, end, drops):
     mends = xs.find_missing_closes(src)
     assert (mends.inserts, mends.end) == (inserts, end)
+    assert [src[a:b] for a, b in mends.drops] == drops
     assert mends.apply(src) == mend_by_rescanning(src, ScanOptions())
 
 
