@@ -65,6 +65,13 @@ _JSON_OPENER = (r"(?P<json>[\[{][ \t\r\n]{0,16}(?:\{[ \t\r\n]{0,16})?"
                 r"\"(?:name|function|tool_calls|type|arguments|parameters)\"[ \t\r\n]{0,16}:)"
                 r"|(?P<fence>```[ \t]{0,8}(?:json|JSON|json5)?[ \t]{0,8}\r?\n)")
 _CLOSERS = {"tool_element": "</tool>", "function": "</function>"}
+_PARAM_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
+_ELEMENT_OPEN = regex.compile(r"<([A-Za-z_][\w.\-]{0,63})[ \t]{0,8}(/?)>")
+_BLANKS = re.compile(r"[ \t\r\n]*")
+_BARE_NAME = re.compile(r"[^ \t\r\n:]+")
+# Reasoning blocks: ``<think>`` and Seed-OSS's ``<seed:think>``; a call written inside one is
+# the model thinking about a call, not making it.
+REASONING_TAGS = ("think", "seed:think")
 _TOOL_CALL_EDGE = re.compile(r"</?tool_call>")
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -83,13 +90,16 @@ class Openers:
     ends: dict[str, Any]  # opener token -> the pattern of what ends its block
 
 
-def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None) -> Openers:
+def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None,
+                    parameters: dict[str, list[str]] | None = None) -> Openers:
     """The openers for a tool set (tool names become ``<NAME …>`` tags and, in ``[NAME(``,
-    pythonic calls) and for the enabled formats (all for None)."""
+    pythonic calls; with ``parameters``, a tool's name alone on its line followed by one of
+    its parameters' tags opens a bare call) and for the enabled formats (all for None)."""
     names = sorted({n for n in tool_names if n}, key=len, reverse=True)
     on = (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
     parts = []
-    fixed = [t for t, ids in (("think", ()), ("tool_call", ("hermes", "qwen_xml", "glm")),
+    fixed = [t for t, ids in (("think", ()), ("seed:think", ()),
+                              ("tool_call", ("hermes", "qwen_xml", "glm")),
                               ("tool", ("tool_element",))) if not ids or on(*ids)]
     parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
     if on("qwen_xml"):
@@ -106,8 +116,25 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
             parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
         if on("pythonic"):
             parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
+        bare = _bare_openers(names, parameters or {})
+        if bare and on("tool_tag"):
+            parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
     return Openers(regex.compile("|".join(parts)), markers,
                    {t: _end_pattern(f) for t, f in markers.items()})
+
+
+def _bare_openers(names: list[str], parameters: dict[str, list[str]]) -> str:
+    """``NAME`` (or ``NAME:``) alone on its line, then, on the next, the tag of one of that
+    tool's own parameters: how some models write a call with no opening tag."""
+    alts = []
+    for name in names:
+        params = sorted({p for p in parameters.get(name, ()) if _PARAM_NAME.fullmatch(p)},
+                        key=len, reverse=True)
+        if params:
+            tags = "|".join(regex.escape(p) for p in params)
+            alts.append(rf"{regex.escape(name)}[ \t]{{0,8}}:?[ \t]{{0,8}}\r?\n"
+                        rf"[ \t\r\n]{{0,{BODY_WS}}}<(?:{tags})[ \t]{{0,8}}/?>")
+    return "|".join(alts)
 
 
 @lru_cache(maxsize=256)
@@ -138,6 +165,7 @@ class _Open:
     reasoned: int = 0  # think: body text already sent as reasoning events
     vscan: int = -1  # open-ended marker: where the scan of its values resumes
     value_ended: bool = False  # open-ended marker: vscan is just past a complete value
+    element: str = ""  # bare call: the parameter element being read
 
 
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
@@ -243,7 +271,7 @@ class Engine:
             return not any(c in chunk for c in '"\'\\{}[]')
         if cur.kind == "fence":
             return "`" not in chunk
-        if cur.kind == "marker":
+        if cur.kind == "marker" or (cur.kind == "bare_tag" and not cur.element):
             return False
         return ">" not in chunk and not cur.json_aware  # every closer ends with ">"
 
@@ -273,7 +301,13 @@ class Engine:
             return self._candidate(m, final)
         if kind == "marker":
             return self._marker(m, final)
+        if kind == "bare":
+            name = _BARE_NAME.match(m.group()).group()
+            body = m.start() + m.group().rindex("<")
+            return self._open_block(_Open("bare_tag", start, body, body, name), final)
         fixed = m.group("fixed") if kind == "fixed" else None
+        if fixed in REASONING_TAGS:
+            return self._open_block(_Open("think", start, m.end(), m.end(), fixed), final)
         fmt = FORMAT_OF_TAG[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
         if fmt not in ("think", "function"):
             follows = self._body_check(m.end(), final, head=_NAMED_BODY.get(fmt),
@@ -364,12 +398,13 @@ class Engine:
         return True
 
     def _think(self, cur: _Open, final: bool) -> bool:
-        close = self.text.find("</think>", cur.scan)
+        closer = f"</{cur.tag or 'think'}>"
+        close = self.text.find(closer, cur.scan)
         if close < 0 and not final:
-            cur.scan = max(cur.body_start, len(self.text) - 7)
+            cur.scan = max(cur.body_start, len(self.text) - len(closer) + 1)
             self._reasoning(cur, cur.scan)
             return False
-        end = len(self.text) if close < 0 else close + 8
+        end = len(self.text) if close < 0 else close + len(closer)
         body_end = len(self.text) if close < 0 else close
         self._reasoning(cur, body_end)
         self.asm.add_reasoning(Block("think", cur.start, end, cur.body_start, body_end,
@@ -393,6 +428,8 @@ class Engine:
             return self._marker_end(cur, final)
         if cur.kind == "tool_tag":
             return self._tool_tag_end(cur, final)
+        if cur.kind == "bare_tag":
+            return self._bare_end(cur, final)
         closer = f"</{cur.tag}>" if cur.kind == "tool_tag" else _CLOSERS[cur.kind]
         close = text.find(closer, cur.scan)
         if close >= 0:
@@ -427,6 +464,62 @@ class Engine:
                     return m.end(), m.end(), True
             elif not m.group().endswith("/>"):
                 cur.depth += 1
+
+    def _bare_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
+        """A bare call is its parameters' elements, separated by blanks and maybe closed by
+        ``</NAME>``; it ends after the last element that no such element (and no closer)
+        follows. An element named like another tool, and not a parameter of this one, starts
+        that tool's call instead."""
+        text = self.text
+        while True:
+            if cur.element:
+                if not self._element_end(cur, final):
+                    return (len(text), len(text), False) if final else None
+                continue
+            at = _BLANKS.match(text, cur.scan).end()
+            if at == len(text) and not final and at - cur.scan <= BODY_WS:
+                return None
+            closer = f"</{cur.tag}>"
+            if text.startswith(closer, at):
+                return at + len(closer), cur.scan, True
+            if not final and at - cur.scan <= BODY_WS and closer.startswith(text[at:at + 80]):
+                return None
+            m = _ELEMENT_OPEN.match(text, at, partial=not final)
+            if m is not None and m.partial and at - cur.scan <= BODY_WS:
+                return None
+            if (m is None or m.partial or at - cur.scan > BODY_WS
+                    or not self._is_parameter(cur.tag, m.group(1))):
+                return cur.scan, cur.scan, True
+            cur.scan = m.end()
+            if not m.group(2):
+                cur.element, cur.depth = m.group(1), 1
+
+    def _element_end(self, cur: _Open, final: bool) -> bool:
+        """Read up to the close tag of the element ``cur.element`` (False: not there yet)."""
+        pattern = _tag_pattern(cur.element)
+        while True:
+            m = pattern.search(self.text, cur.scan, partial=not final)
+            if m is None or m.partial:
+                if not final:
+                    cur.scan = len(self.text) if m is None else m.start()
+                return False
+            cur.scan = m.end()
+            if m.group("close"):
+                cur.depth -= 1
+                if cur.depth == 0:
+                    cur.element = ""
+                    return True
+            elif not m.group().endswith("/>"):
+                cur.depth += 1
+
+    def _is_parameter(self, tool: str, tag: str) -> bool:
+        """Whether ``<tag>`` goes on a bare call of ``tool``: one of its parameters, or any
+        tag that is not another tool's name."""
+        if self.codec.registry.get(tag) is None:
+            return True
+        spec = self.codec.registry.get(tool)
+        props = spec.schema.get("properties") if isinstance(spec.schema, dict) else None
+        return isinstance(props, dict) and tag in props
 
     def _marker_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         fmt = self.codec._openers.markers[cur.tag]

@@ -67,9 +67,13 @@ _TOOL_CALL_CLOSE = "</tool_call>"
 _SEPARATORS = re.compile(r"[\s,;]*")
 _LINE_COL = re.compile(r"\(line \d+, column \d+\)")
 _JSON_START = re.compile(r"\s*(?:\{|\[\s*\{|\[\s*\])")
+# Inside <tool_call>: a tool's name on its own line, then a tag that is not GLM's <arg_key>.
+_BARE_HEAD = re.compile(r"([A-Za-z_][\w.\-]{0,127})[ \t]*:?[ \t]*\r?\n\s*<(?!arg_key>|/)")
+BARE_TOOL_NAME = "xml.bare_tool_name"
 _HARMONY_CHANNEL = re.compile(r"<\|channel\|>[a-z]*")
 # The public format id of a block decoded by the built-in readers.
 _FORMAT_ID = {"json": "hermes", "function": "qwen_xml", "tool_tag": "tool_tag",
+              "bare_tag": "tool_tag",
               "tool_element": "tool_element", "glm": "glm", "yaml_tag": "yaml_tag"}
 # JSON repairs that are fine in general but not for a call we are asked to trust.
 _REFUSED_REPAIRS = {
@@ -117,7 +121,8 @@ class ToolCallCodec:
         self.formats = _formats(formats)
         from codec.engine import compile_openers
 
-        self._openers = compile_openers(self.registry.names(), self.formats)
+        self._openers = compile_openers(self.registry.names(), self.formats,
+                                        _parameter_names(self.registry))
         self._inner_openers = envelopes.compile_openers(self.registry.names())
 
     @property
@@ -239,12 +244,28 @@ class ToolCallCodec:
                                        {"format": fmt_id})], fmt_id
             if fmt == "json":
                 calls, errors = self._json_calls(payload, base)
+            elif fmt == "bare_tag":
+                calls, errors = self._bare_call(payload, tag, base)
             elif fmt in ("glm", "yaml_tag"):
                 calls, errors = self._read_calls(_read_format(fmt, payload, block, tag,
                                                               self.limits), base, payload)
             else:
                 calls, errors = self._xml_call(payload, fmt, tag, base)
         return calls, errors, fmt_id
+
+    def _bare_call(self, payload: str, name: str,
+                   base: list[str]) -> tuple[list[Call], list[CodecError]]:
+        """A call written as the tool's name on a line of its own, then its parameters'
+        elements (``xml.bare_tool_name``): read as ``<NAME>…</NAME>``."""
+        start = payload.find("<")
+        body = payload[start:].rstrip()
+        closer = f"</{name}>"
+        if body.endswith(closer):
+            body = body[:-len(closer)]
+        opener = f"<{name}>"
+        calls, errors = self._xml_call(f"{opener}{body}{closer}", "tool_tag", name,
+                                       base + [BARE_TOOL_NAME])
+        return calls, _relocate(errors, start - len(opener), None)
 
     def _marker_calls(self, marker: Any, payload: str, block: Block,
                       base: list[str]) -> tuple[list[Call], list[CodecError]]:
@@ -321,6 +342,9 @@ class ToolCallCodec:
         if block.fmt != "tool_call":
             return block.fmt, block.tag
         head = payload.lstrip()
+        bare = _BARE_HEAD.match(head)
+        if bare and self.registry.get(bare.group(1)) is not None:
+            return "bare_tag", bare.group(1)  # <tool_call>NAME, then its parameters' tags
         if head[:1].isalpha() or head[:1] == "_":  # GLM: the tool's name, then its arguments
             from codec.formats.glm import looks_like_body
 
@@ -493,6 +517,16 @@ def _envelope_pairs(value: Any) -> list[tuple[str, Any]] | None:
         args = item.get("arguments", item.get("parameters", {}))
         pairs.append((item["name"], {} if args is None else args))
     return pairs or None
+
+
+def _parameter_names(registry: Any) -> dict[str, list[str]]:
+    """Each tool's declared parameter names (for the bare-call opener)."""
+    out = {}
+    for spec in registry:
+        props = spec.schema.get("properties") if isinstance(spec.schema, dict) else None
+        if isinstance(props, dict):
+            out[spec.name] = list(props)
+    return out
 
 
 def _formats(formats: Iterable[str] | None) -> frozenset[str] | None:

@@ -2,7 +2,9 @@
 
 Accepts the OpenAI shape ``{"type": "function", "function": {"name", "description",
 "parameters"}}`` and bare ``{"name", "parameters"}`` dicts; ``input_schema`` (and the
-``inputSchema`` spelling) are taken as synonyms of ``parameters``.
+``inputSchema`` spelling) are taken as synonyms of ``parameters``. A schema wrapped the way the
+Vercel AI SDK serialises its ``jsonSchema()`` helper, ``{"jsonSchema": {...}}`` with no other
+schema keyword beside it, is unwrapped.
 """
 
 from __future__ import annotations
@@ -142,6 +144,7 @@ def _schema_of(where: str, body: dict) -> dict | bool:
         return dict(_EMPTY_OBJECT_SCHEMA)
     if isinstance(schema, bool):
         return schema  # valid JSON Schema: true accepts any arguments, false none
+    schema = _unwrapped(schema)
     if not isinstance(schema, dict):
         raise InvalidToolsError(f"{where}: {key!r} must be a JSON Schema (an object or a "
                                 f"boolean), got {type(schema).__name__}")
@@ -152,6 +155,14 @@ def _schema_of(where: str, body: dict) -> dict | bool:
         raise InvalidToolsError(
             f"{where}: {key!r} must describe an object (arguments are named), got type {declared!r}"
         )
+    return schema
+
+
+def _unwrapped(schema: Any) -> Any:
+    """``{"jsonSchema": S}`` (the AI SDK's wrapper, maybe beside its ``validate``) is ``S``."""
+    if (isinstance(schema, dict) and isinstance(schema.get("jsonSchema"), dict)
+            and set(schema) <= {"jsonSchema", "validate"}):
+        return schema["jsonSchema"]
     return schema
 
 

@@ -49,6 +49,9 @@ PIECES = [
     "<|message|>", "<|call|>", "<|tool_call|>", "<tool_calls>", "</tool_calls>", "</s>",
     '<invoke name="search">', '<parameter name="q">x</parameter>', "</invoke>",
     "<minimax:tool_call>", "</minimax:tool_call>", "\ncity: Oslo\n",
+    # bare calls (a tool's name alone on its line, then its parameters' tags) and Seed-OSS
+    "get_weather\n", "search:\n", "\n<q>x</q>", "</search>", "  ", "<seed:think>",
+    "</seed:think>",
 ]
 
 
