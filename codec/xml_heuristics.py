@@ -232,14 +232,49 @@ def _property(schema: dict | None, name: str) -> dict | None:
 
 
 def _wants_single(prop: dict | None) -> bool:
-    kind = prop.get("type") if prop else None
-    kinds = set(kind) if isinstance(kind, list) else {kind} if isinstance(kind, str) else set()
+    kinds = _kinds(prop)
     return bool(kinds) and "array" not in kinds
 
 
 def _preview(values: list[Any], limit: int = 200) -> str:
     shown = orjson.dumps(values).decode()
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+class UnwrapScalar:
+    """A number, integer or boolean parameter whose text is one element around a plain value
+    (``<parameter=volume><value>0.8</value></parameter>``, ``<data><item>42</item></data>``)
+    is read as that value. Only when the schema wants such a scalar: a string parameter keeps
+    its markup as written."""
+
+    id = "xml.unwrap_scalar"
+    phase: Phase = "post-parse"
+
+    def applies(self, ctx: HeuristicContext) -> bool:
+        return isinstance(ctx.parsed, dict) and any(
+            isinstance(v, str) and "<" in v for v in ctx.parsed.values())
+
+    def run(self, ctx: HeuristicContext) -> HeuristicResult | None:
+        args = dict(ctx.parsed)  # type: ignore[call-overload]
+        for name, value in args.items():
+            if not isinstance(value, str) or len(value) > _WRAPPED_LIMIT:
+                continue
+            m = _WRAPPED_SCALAR_RE.fullmatch(value)
+            kinds = _kinds(_property(ctx.schema, name))
+            if m and m.group(1) == m.group(3) and kinds and kinds <= _UNWRAPPED_KINDS:
+                args[name] = m.group(2)
+        return HeuristicResult(parsed=args)
+
+
+_WRAPPED_LIMIT = 512  # an element around a number or a boolean is short
+_WRAPPED_SCALAR_RE = re.compile(r"\s*<(" + _NAME + r")[ \t]*>\s*([^<>\s]+)\s*</(" + _NAME
+                                + r")[ \t]*>\s*")
+_UNWRAPPED_KINDS = frozenset({"number", "integer", "boolean", "null"})
+
+
+def _kinds(prop: dict | None) -> set[str]:
+    kind = prop.get("type") if prop else None
+    return set(kind) if isinstance(kind, list) else {kind} if isinstance(kind, str) else set()
 
 
 class SchemaCoerce:
@@ -272,6 +307,7 @@ def default_heuristics() -> list[Any]:
         DropCutTag(),
         BalanceTags(),
         DedupeTags(),
+        UnwrapScalar(),
         SchemaCoerce(),
     ]
 

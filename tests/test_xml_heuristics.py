@@ -295,3 +295,37 @@ def test_balance_tags_leaves_its_scan_for_the_reparse_only_when_nothing_changed(
     assert (text, options, result.ok) == (good.raw, good.meta["scan_options"], True)
     mended = ctx("<a>x", errors=FAILED, meta={"scan_options": ScanOptions()})
     assert BalanceTags().run(mended).raw == "<a>x</a>" and "scanned" not in mended.meta
+
+
+# -- xml.unwrap_scalar ------------------------------------------------------------------------
+
+_ALARM = [{"name": "set_alarm", "parameters": {"type": "object", "properties": {
+    "volume": {"type": "number"}, "on": {"type": "boolean"}, "label": {"type": "string"}}}}]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("<tool_call>\n<function=set_alarm>\n<parameter=volume>\n<value>0.8</value>\n</parameter>\n"
+     "</function>\n</tool_call>", {"volume": 0.8}),
+    ("<set_alarm><volume>\n  <item> 42 </item>\n</volume><on><v>true</v></on></set_alarm>",
+     {"volume": 42, "on": True}),
+])
+def test_a_scalar_wrapped_in_one_element_is_unwrapped(text, expected):
+    from codec import decode
+
+    result = decode(text, tools=_ALARM)
+    assert result.ok and result.calls[0].arguments == expected
+    assert "xml.unwrap_scalar" in result.calls[0].repairs
+
+
+@pytest.mark.parametrize("text", [
+    "<set_alarm><label><b>x</b></label></set_alarm>",  # a string keeps its markup
+    "<set_alarm><volume><a>4</b></volume></set_alarm>",  # not one element
+    "<set_alarm><volume><a>4</a><a>5</a></volume></set_alarm>",
+])
+def test_only_one_element_around_a_wanted_scalar_is_unwrapped(text):
+    from codec import decode
+
+    result = decode(text, tools=_ALARM)
+    assert all("xml.unwrap_scalar" not in c.repairs for c in result.calls)
+    if result.calls:
+        assert result.calls[0].arguments == {"label": "<b>x</b>"}
