@@ -68,7 +68,7 @@ _CLOSERS = {"tool_element": "</tool>", "function": "</function>"}
 _PARAM_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
 _ELEMENT_OPEN = regex.compile(r"<([A-Za-z_][\w.\-]{0,63})[ \t]{0,8}(/?)>")
 _BLANKS = re.compile(r"[ \t\r\n]*")
-_BARE_NAME = re.compile(r"[^ \t\r\n:]+")
+_BARE_NAME = re.compile(r"<?([^ \t\r\n:]+)")
 # Reasoning blocks: ``<think>`` and Seed-OSS's ``<seed:think>``; a call written inside one is
 # the model thinking about a call, not making it.
 REASONING_TAGS = ("think", "seed:think")
@@ -124,15 +124,16 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
 
 
 def _bare_openers(names: list[str], parameters: dict[str, list[str]]) -> str:
-    """``NAME`` (or ``NAME:``) alone on its line, then, on the next, the tag of one of that
-    tool's own parameters: how some models write a call with no opening tag."""
+    """``NAME`` (or ``NAME:``, or an opening tag never closed, ``<NAME``) alone on its line,
+    then, on the next, the tag of one of that tool's own parameters: how some models write a
+    call with no opening tag."""
     alts = []
     for name in names:
         params = sorted({p for p in parameters.get(name, ()) if _PARAM_NAME.fullmatch(p)},
                         key=len, reverse=True)
         if params:
             tags = "|".join(regex.escape(p) for p in params)
-            alts.append(rf"{regex.escape(name)}[ \t]{{0,8}}:?[ \t]{{0,8}}\r?\n"
+            alts.append(rf"<?{regex.escape(name)}[ \t]{{0,8}}:?[ \t]{{0,8}}\r?\n"
                         rf"[ \t\r\n]{{0,{BODY_WS}}}<(?:{tags})[ \t]{{0,8}}/?>")
     return "|".join(alts)
 
@@ -302,7 +303,7 @@ class Engine:
         if kind == "marker":
             return self._marker(m, final)
         if kind == "bare":
-            name = _BARE_NAME.match(m.group()).group()
+            name = _BARE_NAME.match(m.group()).group(1)
             body = m.start() + m.group().rindex("<")
             return self._open_block(_Open("bare_tag", start, body, body, name), final)
         fixed = m.group("fixed") if kind == "fixed" else None
@@ -467,7 +468,7 @@ class Engine:
 
     def _bare_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         """A bare call is its parameters' elements, separated by blanks and maybe closed by
-        ``</NAME>``; it ends after the last element that no such element (and no closer)
+        ``</NAME>`` (or ``/>``); it ends after the last element that no such element (and no closer)
         follows. An element named like another tool, and not a parameter of this one, starts
         that tool's call instead."""
         text = self.text
@@ -480,10 +481,11 @@ class Engine:
             if at == len(text) and not final and at - cur.scan <= BODY_WS:
                 return None
             closer = f"</{cur.tag}>"
-            if text.startswith(closer, at):
-                return at + len(closer), cur.scan, True
-            if not final and at - cur.scan <= BODY_WS and closer.startswith(text[at:at + 80]):
-                return None
+            for end in (closer, "/>"):  # </NAME>, or the "/>" of a tag left open: <NAME …/>
+                if text.startswith(end, at):
+                    return at + len(end), cur.scan, True
+                if not final and at - cur.scan <= BODY_WS and end.startswith(text[at:at + 80]):
+                    return None
             m = _ELEMENT_OPEN.match(text, at, partial=not final)
             if m is not None and m.partial and at - cur.scan <= BODY_WS:
                 return None

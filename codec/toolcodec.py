@@ -70,6 +70,7 @@ _JSON_START = re.compile(r"\s*(?:\{|\[\s*\{|\[\s*\])")
 # Inside <tool_call>: a tool's name on its own line, then a tag that is not GLM's <arg_key>.
 _BARE_HEAD = re.compile(r"([A-Za-z_][\w.\-]{0,127})[ \t]*:?[ \t]*\r?\n\s*<(?!arg_key>|/)")
 BARE_TOOL_NAME = "xml.bare_tool_name"
+THINK_CLOSE_DROPPED = "format.think_close_dropped"
 _HARMONY_CHANNEL = re.compile(r"<\|channel\|>[a-z]*")
 # The public format id of a block decoded by the built-in readers.
 _FORMAT_ID = {"json": "hermes", "function": "qwen_xml", "tool_tag": "tool_tag",
@@ -243,7 +244,8 @@ class ToolCallCodec:
                                        "which the formats option leaves out",
                                        {"format": fmt_id})], fmt_id
             if fmt == "json":
-                calls, errors = self._json_calls(payload, base)
+                payload, closed_think = _without_think_close(payload)
+                calls, errors = self._json_calls(payload, base + closed_think)
             elif fmt == "bare_tag":
                 calls, errors = self._bare_call(payload, tag, base)
             elif fmt in ("glm", "yaml_tag"):
@@ -517,6 +519,16 @@ def _envelope_pairs(value: Any) -> list[tuple[str, Any]] | None:
         args = item.get("arguments", item.get("parameters", {}))
         pairs.append((item["name"], {} if args is None else args))
     return pairs or None
+
+
+def _without_think_close(payload: str) -> tuple[str, list[str]]:
+    """A JSON body followed by ``</think>`` (the model closed its reasoning late, inside the
+    envelope): the tag is markup, never argument data, and is dropped
+    (``format.think_close_dropped``). Only shortens the end: offsets hold."""
+    stripped = payload.rstrip()
+    if stripped.endswith("</think>") and stripped[:-8].rstrip().endswith(("}", "]")):
+        return stripped[:-8], [THINK_CLOSE_DROPPED]
+    return payload, []
 
 
 def _parameter_names(registry: Any) -> dict[str, list[str]]:

@@ -1,6 +1,6 @@
-"""Calls written without an opening tag (a tool's name alone on its line, then its parameters'
-tags: ``xml.bare_tool_name``), Seed-OSS reasoning blocks, and schemas wrapped the way the AI
-SDK serialises them. Each through ``decode`` and, for every chunking, the stream."""
+"""Calls written without an opening tag: a tool's name alone on its line (or an opening tag
+left open), then its parameters' tags (``xml.bare_tool_name``). Each through ``decode`` and,
+for every chunking, the stream."""
 
 from __future__ import annotations
 
@@ -53,6 +53,9 @@ def calls(result: dict) -> list[tuple[str, dict]]:
      [("write_file", {"path": "b", "read_file": "a"})], ""),
     ("read_file\n<path>a</path>\nwrite_file\n<path>b</path>\n</write_file>",
      [("read_file", {"path": "a"}), ("write_file", {"path": "b"})], ""),
+    # an opening tag left open, closed by "/>" after the parameters
+    ("<get_weather\n  <city>Oslo</city>\n  <days>2</days>\n/>",
+     [("get_weather", {"city": "Oslo", "days": 2})], ""),
     # inside <tool_call>, where GLM would want <arg_key>
     ("<tool_call>read_file\n<path>a.py</path>\n</read_file>\n</tool_call>",
      [("read_file", {"path": "a.py"})], ""),
@@ -115,25 +118,3 @@ def test_truncation_at_every_position_never_raises(cut):
     text = ("Sure.\nwrite_file:\n<path>a.txt</path>\n<read_file>b</read_file>\n"
             "</write_file>\nget_weather\n<city>Oslo</city>")[:cut]
     decoded(text)
-
-
-def test_a_call_inside_seed_think_is_reasoning():
-    call = "<seed:tool_call><function=get_weather><parameter=city>{}</parameter></function>" \
-           "</seed:tool_call>"
-    text = f"<seed:think>I would write {call.format('X')}.</seed:think>{call.format('Oslo')}"
-    result = decoded(text)
-    assert calls(result) == [("get_weather", {"city": "Oslo"})]
-    assert result["reasoning"] == f"I would write {call.format('X')}."
-    assert result["content"] == ""
-
-
-def test_the_ai_sdk_schema_wrapper_is_unwrapped():
-    wrapped = ToolCallCodec([{"name": "calc", "parameters": {"jsonSchema": {
-        "type": "object", "properties": {"x": {"type": "number"}}}}}])
-    result = wrapped.decode("<calc><x>3.5</x></calc>")
-    assert [(c.name, c.arguments) for c in result.calls] == [("calc", {"x": 3.5})]
-    # a property really named jsonSchema is not a wrapper
-    plain = ToolCallCodec([{"name": "f", "parameters": {"type": "object", "properties": {
-        "jsonSchema": {"type": "string"}}}}])
-    assert plain.decode('<f><jsonSchema>s</jsonSchema></f>').calls[0].arguments == {
-        "jsonSchema": "s"}

@@ -1,0 +1,38 @@
+"""Edges of the formats: Seed-OSS reasoning blocks, a reasoning close tag left inside an
+envelope, and schemas wrapped the way the AI SDK serialises them."""
+
+from __future__ import annotations
+
+from codec.toolcodec import ToolCallCodec
+from tests.test_bare_calls import calls, decoded
+
+
+def test_a_call_inside_seed_think_is_reasoning():
+    call = "<seed:tool_call><function=get_weather><parameter=city>{}</parameter></function>" \
+           "</seed:tool_call>"
+    text = f"<seed:think>I would write {call.format('X')}.</seed:think>{call.format('Oslo')}"
+    result = decoded(text)
+    assert calls(result) == [("get_weather", {"city": "Oslo"})]
+    assert result["reasoning"] == f"I would write {call.format('X')}."
+    assert result["content"] == ""
+
+
+def test_the_ai_sdk_schema_wrapper_is_unwrapped():
+    wrapped = ToolCallCodec([{"name": "calc", "parameters": {"jsonSchema": {
+        "type": "object", "properties": {"x": {"type": "number"}}}}}])
+    result = wrapped.decode("<calc><x>3.5</x></calc>")
+    assert [(c.name, c.arguments) for c in result.calls] == [("calc", {"x": 3.5})]
+    # a property really named jsonSchema is not a wrapper
+    plain = ToolCallCodec([{"name": "f", "parameters": {"type": "object", "properties": {
+        "jsonSchema": {"type": "string"}}}}])
+    assert plain.decode('<f><jsonSchema>s</jsonSchema></f>').calls[0].arguments == {
+        "jsonSchema": "s"}
+
+
+def test_a_think_close_left_inside_an_envelope_is_dropped_and_said():
+    body = '{"name": "read_file", "arguments": {"path": "a</think>"}}'
+    result = decoded(f"<tool_call>{body}</think></tool_call>")
+    assert calls(result) == [("read_file", {"path": "a</think>"})]  # inside a string: data
+    assert result["calls"][0]["repairs"] == ["format.think_close_dropped"]
+    result = decoded(f"<tool_call>{body} trailing</think></tool_call>")
+    assert result["calls"] == [] and not result["ok"]  # other text is still refused
