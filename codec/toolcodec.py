@@ -71,6 +71,8 @@ _JSON_START = re.compile(r"\s*(?:\{|\[\s*\{|\[\s*\])")
 _BARE_HEAD = re.compile(r"([A-Za-z_][\w.\-]{0,127})[ \t]*:?[ \t]*\r?\n\s*<(?!arg_key>|/)")
 BARE_TOOL_NAME = "xml.bare_tool_name"
 THINK_CLOSE_DROPPED = "format.think_close_dropped"
+# `<get_weather⏎city: Oslo⏎/>`: an opening tag left open around YAML lines, closed by "/>".
+_LEFT_OPEN_TAG = re.compile(r"<[^\s<>/]+[ \t]*\r?\n([^<>]*?)/>[ \t\r\n]*\Z")
 _HARMONY_CHANNEL = re.compile(r"<\|channel\|>[a-z]*")
 # The public format id of a block decoded by the built-in readers.
 _FORMAT_ID = {"json": "hermes", "function": "qwen_xml", "tool_tag": "tool_tag",
@@ -554,10 +556,18 @@ def _formats(formats: Iterable[str] | None) -> frozenset[str] | None:
 
 
 def _tag_body(payload: str) -> str:
-    """The text between a tool tag's opening tag and its closing tag (if any)."""
-    inner = payload[payload.find(">") + 1:]
-    close = inner.rfind("</")
-    return inner[:close] if close >= 0 and inner.endswith(">") else inner
+    """The text between a tool tag's opening tag and its closing tag (if any); for a tag left
+    open around ``key: value`` lines and closed by ``/>``, those lines."""
+    return payload[_tag_body_span(payload)[0]:_tag_body_span(payload)[1]]
+
+
+def _tag_body_span(payload: str) -> tuple[int, int]:
+    left_open = _LEFT_OPEN_TAG.match(payload)
+    if left_open:
+        return left_open.span(1)
+    start = payload.find(">") + 1
+    close = payload.rfind("</", start)
+    return start, (close if close >= 0 and payload.endswith(">") else len(payload))
 
 
 def _read_format(reader: str, payload: str, block: Block, tag: str | None,
@@ -571,8 +581,11 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
     if reader == "yaml_tag":
         from codec.formats import yamlbody
 
-        found = yamlbody.read(_tag_body(payload), name=tag or "", closed=closed)
-        found.errors = _relocate(found.errors, payload.find(">") + 1, None)  # past the tag
+        start, end = _tag_body_span(payload)
+        found = yamlbody.read(payload[start:end], name=tag or "", closed=closed)
+        found.errors = _relocate(found.errors, start, None)  # past the tag
+        if _LEFT_OPEN_TAG.match(payload):
+            found.repairs.append(BARE_TOOL_NAME)
         return found
     if reader == "harmony":
         from codec.formats import harmony

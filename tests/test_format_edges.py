@@ -36,3 +36,11 @@ def test_a_think_close_left_inside_an_envelope_is_dropped_and_said():
     assert result["calls"][0]["repairs"] == ["format.think_close_dropped"]
     result = decoded(f"<tool_call>{body} trailing</think></tool_call>")
     assert result["calls"] == [] and not result["ok"]  # other text is still refused
+
+
+def test_yaml_lines_inside_an_opening_tag_left_open():
+    result = decoded("<get_weather\ncity: Oslo\ndays: 2\n/> Done.")
+    assert calls(result) == [("get_weather", {"city": "Oslo", "days": 2})]
+    assert result["calls"][0]["format"] == "yaml_tag"
+    assert result["calls"][0]["repairs"] == ["xml.bare_tool_name"]
+    assert result["content"] == "Done."
