@@ -237,14 +237,15 @@ class ToolCallCodec:
     def _read_block(self, block: Block, marker: Any, payload: str,
                     base: list[str]) -> tuple[list[Call], list[CodecError], str]:
         if marker is not None:
+            marker = _kimi_if_kimi(marker, payload)
+            if self.formats is not None and marker.id not in self.formats:
+                return [], [_left_out(marker.id)], marker.id
             fmt_id, (calls, errors) = marker.id, self._marker_calls(marker, payload, block, base)
         else:
             fmt, tag = self._payload_format(block, payload)
             fmt_id = _FORMAT_ID.get(fmt, fmt)
             if self.formats is not None and fmt_id not in self.formats:
-                return [], [CodecError(BAD_REQUEST, f"the block is in the {fmt_id!r} format, "
-                                       "which the formats option leaves out",
-                                       {"format": fmt_id})], fmt_id
+                return [], [_left_out(fmt_id)], fmt_id
             if fmt == "json":
                 payload, closed_think = _without_think_close(payload)
                 calls, errors = self._json_calls(payload, base + closed_think)
@@ -521,6 +522,21 @@ def _envelope_pairs(value: Any) -> list[tuple[str, Any]] | None:
         args = item.get("arguments", item.get("parameters", {}))
         pairs.append((item["name"], {} if args is None else args))
     return pairs or None
+
+
+def _left_out(fmt_id: str) -> CodecError:
+    return CodecError(BAD_REQUEST, f"the block is in the {fmt_id!r} format, which the formats "
+                      "option leaves out", {"format": fmt_id})
+
+
+def _kimi_if_kimi(marker: Any, payload: str) -> Any:
+    """``<|tool_call_begin|>`` is Kimi-K2's token and also DeepSeek's re-spelled by a server;
+    a body with Kimi's argument token is Kimi's."""
+    if marker.id == "deepseek" and "<|tool_call_argument_begin|>" in payload:
+        from codec.formats.table import MARKER_FORMATS
+
+        return next(f for f in MARKER_FORMATS if f.id == "kimi_k2" and f.keep_opener)
+    return marker
 
 
 def _without_think_close(payload: str) -> tuple[str, list[str]]:

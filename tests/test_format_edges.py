@@ -44,3 +44,14 @@ def test_yaml_lines_inside_an_opening_tag_left_open():
     assert result["calls"][0]["format"] == "yaml_tag"
     assert result["calls"][0]["repairs"] == ["xml.bare_tool_name"]
     assert result["content"] == "Done."
+
+
+def test_the_call_token_kimi_shares_with_respelled_deepseek_reads_by_its_body():
+    kimi = ('Sure.<|tool_call_begin|>functions.read_file:0<|tool_call_argument_begin|>'
+            '{"path": "a"}<|tool_call_end|>')
+    result = decoded(kimi + "<|tool_calls_section_end|> Done.")
+    assert calls(result) == [("read_file", {"path": "a"})]
+    assert result["calls"][0]["format"] == "kimi_k2" and result["content"] == "Sure. Done."
+    assert decoded(kimi)["calls"][0]["repairs"] == ["format.missing_end"]
+    deepseek = '<|tool_call_begin|>read_file<|tool_sep|>{"path": "a"}<|tool_call_end|>'
+    assert decoded(deepseek + "<|tool_calls_end|>")["calls"][0]["format"] == "deepseek"

@@ -52,7 +52,10 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
                  body="kimi", keep_opener=True),
     MarkerFormat("deepseek", _deepseek("tool_calls_begin"), _deepseek("tool_calls_end"),
                  body="deepseek"),
-    MarkerFormat("deepseek", _deepseek("tool_call_begin"), _deepseek("tool_calls_end"),
+    # "<|tool_call_begin|>" is also Kimi-K2's token: the codec reads a Kimi-shaped body as
+    # Kimi's, which may end at Kimi's section end
+    MarkerFormat("deepseek", _deepseek("tool_call_begin"),
+                 _deepseek("tool_calls_end") + ("<|tool_calls_section_end|>",),
                  body="deepseek", keep_opener=True),
     MarkerFormat("deepseek_dsml", (f"<{_DS_BAR}DSML{_DS_BAR}function_calls>",),
                  (f"</{_DS_BAR}DSML{_DS_BAR}function_calls>",), body="dsml"),
