@@ -8,6 +8,10 @@ from codec.envelopes import Block
 from codec.errors import CodecError
 from codec.result import Call, DecodeResult, Span
 
+# The output ended with end-of-generation tokens (``<|im_end|>``, ``<|eot_id|>``, …) that the
+# server left in the text; they are kept out of ``content``.
+END_TOKEN_DROPPED = "text.end_token_dropped"
+
 
 @dataclass(slots=True)
 class Assembly:
@@ -34,6 +38,15 @@ class Assembly:
     def add_markup(self, block: Block, errors: list[CodecError]) -> None:
         self.spans.append(Span("markup", block.start, block.end))
         self.errors.extend(errors)
+
+    def add_end_tokens(self, start: int, end: int) -> None:
+        """End-of-generation tokens that close the output: neither content nor a call."""
+        self.spans.append(Span("end", start, end))
+        self.repairs.append(END_TOKEN_DROPPED)
+
+    def add_tokens(self, start: int, end: int) -> None:
+        """A format's framing that holds neither content nor a call (a harmony header)."""
+        self.spans.append(Span("tokens", start, end))
 
     def free_regions(self) -> list[tuple[int, int]]:
         """The gaps between recorded spans (the future ``text`` spans)."""

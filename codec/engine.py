@@ -53,6 +53,13 @@ BODY_WS = 64  # blanks allowed between an envelope opener and its body
 # or Mistral's NAME[ARGS]{…}), or an end-of-generation token that belongs to the block.
 _MORE_CALLS = regex.compile(r"[ \t\r\n,;]*(?:[\[{]|[A-Za-z_][\w.\-]{0,63}[ \t]*"
                             r"(?:\[CALL_ID\][ \t]*[\w\-]{0,64}[ \t]*)?(?:\[ARGS\])?[ \t]*[\[{])")
+_END_RUN_WINDOW = 96
+_TOKEN_START = re.compile(r"[<\[]")
+_END_RUN = regex.compile(r"(?:" + "|".join(
+    regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True))
+    + r")(?:[ \t\r\n]{0,8}(?:" + "|".join(
+    regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True))
+    + r")){0,3}[ \t\r\n]{0,16}")
 _END_TOKEN = regex.compile(r"[ \t\r\n]*(?:" + "|".join(
     regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True)) + ")")
 HEAD_WINDOW = 160  # characters that decide whether a body that starts with a word is a call
@@ -69,9 +76,12 @@ _PARAM_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
 _ELEMENT_OPEN = regex.compile(r"<([A-Za-z_][\w.\-]{0,63})[ \t]{0,8}(/?)>")
 _BLANKS = re.compile(r"[ \t\r\n]*")
 _BARE_NAME = re.compile(r"<?([^ \t\r\n:]+)")
-# Reasoning blocks: ``<think>`` and Seed-OSS's ``<seed:think>``; a call written inside one is
-# the model thinking about a call, not making it.
+# Reasoning blocks: ``<think>``, Seed-OSS's ``<seed:think>``, gpt-oss's analysis channel; a
+# call written inside one is the model thinking about a call, not making it.
 REASONING_TAGS = ("think", "seed:think")
+_REASONING_CLOSERS = {"think": "</think>", "seed:think": "</seed:think>", "harmony": "<|end|>"}
+# A harmony message header, with the end of the message before it: the channel is named next.
+_HARMONY_TO = r"(?:<\|end\|>)?(?:<\|start\|>assistant)?<\|channel\|>"
 _TOOL_CALL_EDGE = re.compile(r"</?tool_call>")
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -102,6 +112,9 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
                               ("tool_call", ("hermes", "qwen_xml", "glm")),
                               ("tool", ("tool_element",))) if not ids or on(*ids)]
     parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
+    if on("harmony"):  # gpt-oss: its analysis channel is reasoning, other headers framing
+        parts.append(rf"(?P<harmony_think>{_HARMONY_TO}analysis<\|message\|>)")
+        parts.append(rf"(?P<harmony_header>{_HARMONY_TO}(?:final|commentary)<\|message\|>)")
     if on("qwen_xml"):
         parts.append(r"<(?P<function>function=)")
     if on("json"):
@@ -302,6 +315,14 @@ class Engine:
             return self._candidate(m, final)
         if kind == "marker":
             return self._marker(m, final)
+        if kind == "harmony_think":
+            return self._open_block(_Open("think", start, m.end(), m.end(), "harmony"), final)
+        if kind == "harmony_header":
+            self._free_text(self.pos, start, final, at_end=False)
+            self.asm.text = self.text
+            self.asm.add_tokens(start, m.end())
+            self.pos = m.end()
+            return True
         if kind == "bare":
             name = _BARE_NAME.match(m.group()).group(1)
             body = m.start() + m.group().rindex("<")
@@ -399,7 +420,7 @@ class Engine:
         return True
 
     def _think(self, cur: _Open, final: bool) -> bool:
-        closer = f"</{cur.tag or 'think'}>"
+        closer = _REASONING_CLOSERS[cur.tag or "think"]
         close = self.text.find(closer, cur.scan)
         if close < 0 and not final:
             cur.scan = max(cur.body_start, len(self.text) - len(closer) + 1)
@@ -787,7 +808,17 @@ class Engine:
 
     def _free_text(self, begin: int, end: int, final: bool, *, at_end: bool) -> None:
         """Release prose ``[begin, end)``; at the end of the available text, keep back what
-        could still be the start of a call marker."""
+        could still be the start of a call marker, or end-of-generation tokens that close the
+        output (at the end, those are recorded apart from the content)."""
+        if at_end:
+            tokens = self._end_tokens(begin, end, final)
+            if tokens < end and final:
+                self._free_text(begin, tokens, final, at_end=False)
+                self.asm.text = self.text
+                self.asm.add_end_tokens(tokens, end)
+                self.pos = end
+                return
+            end = tokens
         if at_end and not final:
             end = self._keep_marker_tail(begin, end)
         if end <= begin:
@@ -797,6 +828,18 @@ class Engine:
             self.depth = self.depth + 1 if m.group() in "{[" else max(0, self.depth - 1)
         self._content(begin, end)
         self.pos = end
+
+    def _end_tokens(self, begin: int, end: int, final: bool) -> int:
+        """Where a run of end-of-generation tokens (and blanks) that ends the text starts, if
+        it starts before ``end`` (else ``end``; before the final chunk, a run that could still
+        become one).
+        Looks at most ``_END_RUN_WINDOW`` characters back."""
+        start = max(begin, end - _END_RUN_WINDOW)
+        for m in _TOKEN_START.finditer(self.text, start, end):
+            run = _END_RUN.fullmatch(self.text, m.start(), partial=not final)
+            if run is not None:
+                return m.start()
+        return end
 
     def _keep_marker_tail(self, begin: int, end: int) -> int:
         tail = self.text[max(begin, end - 80):end]

@@ -16,7 +16,7 @@ from codec.normalize import (
 )
 
 Path = Literal["native", "xml", "json", "none"]
-SpanKind = Literal["text", "call", "reasoning", "markup"]
+SpanKind = Literal["text", "call", "reasoning", "markup", "end", "tokens"]
 
 
 def unique_ids(ids: list[str]) -> list[str]:

@@ -3,6 +3,8 @@ envelope, and schemas wrapped the way the AI SDK serialises them."""
 
 from __future__ import annotations
 
+import pytest
+
 from codec.toolcodec import ToolCallCodec
 from tests.test_bare_calls import calls, decoded
 
@@ -55,3 +57,38 @@ def test_the_call_token_kimi_shares_with_respelled_deepseek_reads_by_its_body():
     assert decoded(kimi)["calls"][0]["repairs"] == ["format.missing_end"]
     deepseek = '<|tool_call_begin|>read_file<|tool_sep|>{"path": "a"}<|tool_call_end|>'
     assert decoded(deepseek + "<|tool_calls_end|>")["calls"][0]["format"] == "deepseek"
+
+
+@pytest.mark.parametrize("text, content", [
+    ("Hello there.<|eot_id|>", "Hello there."),
+    ("Hi<|im_end|>\n<|endoftext|>\n", "Hi"),
+    ('<tool_call>{"name": "read_file", "arguments": {"path": "a"}}</tool_call><|im_end|>', ""),
+    ("x<|im_end|>y<|im_end|>", "x<|im_end|>y"),  # only tokens that close the output
+    ("a <|eot_id|> b", "a <|eot_id|> b"),
+])
+def test_end_of_generation_tokens_that_close_the_output_are_not_content(text, content):
+    result = decoded(text)
+    assert result["content"] == content
+    assert ("text.end_token_dropped" in result["repairs"]) == (not text.endswith(" b"))
+
+
+GPT_OSS_CALL = ("<|start|>assistant<|channel|>commentary to=functions.read_file <|constrain|>json"
+                '<|message|>{"path": "a"}<|call|>')
+
+
+@pytest.mark.parametrize("text, content, reasoning, n_calls", [
+    ("<|channel|>analysis<|message|>Need the file.<|end|>" + GPT_OSS_CALL, "", "Need the file.",
+     1),
+    ("<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>"
+     "It is 4.<|return|>", "It is 4.", "Easy.", 0),
+    ("<|channel|>commentary<|message|>Let me look.<|end|>" + GPT_OSS_CALL, "Let me look.", None,
+     1),
+    # a call written in the analysis channel's text is the model thinking about one
+    ("<|channel|>analysis<|message|>I could send " + GPT_OSS_CALL + "<|end|>", "", None, 0),
+])
+def test_gpt_oss_channels(text, content, reasoning, n_calls):
+    result = decoded(text)
+    assert result["content"] == content and len(result["calls"]) == n_calls
+    if reasoning is not None:
+        assert result["reasoning"] == reasoning
+    assert all(c["format"] == "harmony" for c in result["calls"])

@@ -231,7 +231,7 @@ def test_default_pipeline_ids_in_order():
     assert [h.id for h in p.pre_parse] == ["xml.normalize_close_tag", "xml.escape_lt"]
     assert [h.id for h in p.fallback_reparse] == ["xml.escape_ampersand", "xml.cut_tag_dropped",
                                                   "xml.balance_tags"]
-    assert [h.id for h in p.post_parse] == ["xml.dedupe_tags", "schema.coerce"]
+    assert [h.id for h in p.post_parse] == ["xml.dedupe_tags", "xml.unwrap_scalar", "schema.coerce"]
 
 
 def test_run_phase_runs_one_phase():

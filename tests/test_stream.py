@@ -52,6 +52,9 @@ PIECES = [
     # bare calls (a tool's name alone on its line, then its parameters' tags) and Seed-OSS
     "get_weather\n", "search:\n", "\n<q>x</q>", "</search>", "  ", "<seed:think>",
     "</seed:think>",
+    # end-of-generation tokens, gpt-oss channels
+    "<|im_end|>", "<|eot_id|>", "<|end|>", "<|channel|>analysis<|message|>",
+    "<|start|>assistant", "<|channel|>final<|message|>", "<|return|>",
 ]
 
 

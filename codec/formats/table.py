@@ -61,8 +61,10 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
                  (f"</{_DS_BAR}DSML{_DS_BAR}function_calls>",), body="dsml"),
     MarkerFormat("mistral", ("[TOOL_CALLS]",), body="mistral", next_opener_ends=True,
                  open_ended=True),
-    MarkerFormat("harmony", ("<|channel|>commentary to=", "<|start|>assistant to=",
-                             "<|channel|>analysis to="),
+    MarkerFormat("harmony", tuple(f"{end}{start}<|channel|>{channel} to=" for end in ("", "<|end|>")
+                                  for start in ("", "<|start|>assistant")
+                                  for channel in ("commentary", "analysis"))
+                 + ("<|start|>assistant to=", "<|end|><|start|>assistant to="),
                  ("<|call|>", "<|end|>", "<|return|>"), body="harmony"),
     MarkerFormat("minimax", ("<minimax:tool_call>",), ("</minimax:tool_call>",), body="invoke"),
     MarkerFormat("dots", ("<dots_function_call>",), ("</dots_function_call>",), body="invoke"),
@@ -94,10 +96,13 @@ BUILTIN = ("hermes", "qwen_xml", "glm", "tool_tag", "yaml_tag", "tool_element", 
            "pythonic")
 ALL_FORMATS = tuple(dict.fromkeys(BUILTIN + tuple(f.id for f in MARKER_FORMATS)))
 
-# Tokens a server may leave at the very end of a generation; never part of a call's body.
-END_OF_GENERATION = ("</s>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>",
-                     "<|end_of_text|>", "<|return|>", f"<{_DS_BAR}end{_DS_SP}of{_DS_SP}sentence"
-                     f"{_DS_BAR}>", "<|end▁of▁sentence|>", "[/TOOL_CALLS]")
+# Tokens a server may leave at the very end of a generation; never part of a call's body, and
+# kept out of ``content`` when they close the output (``text.end_token_dropped``).
+END_OF_GENERATION = ("</s>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|eot|>", "<|end|>",
+                     "<|endoftext|>", "<|end_of_text|>", "<|return|>", "<|call|>",
+                     f"<{_DS_BAR}end{_DS_SP}of{_DS_SP}sentence{_DS_BAR}>",
+                     "<|end▁of▁sentence|>", "<|end_of_sentence|>", "[/TOOL_CALLS]",
+                     "<end_of_turn>", "<|END_OF_TURN_TOKEN|>", "<|observation|>", "<|user|>")
 
 
 def marker_formats(enabled: frozenset[str] | None) -> tuple[MarkerFormat, ...]:
