@@ -31,6 +31,7 @@ COERCE_STRING = "schema.coerce_string"
 COERCE_ENUM = "schema.coerce_enum"
 WRAP_ARRAY = "schema.wrap_array"
 DECODE_JSON_STRING = "schema.decode_json_string"
+DECODE_ESCAPED_JSON = "schema.decode_escaped_json"  # a JSON text escaped once more
 MARKDOWN_EMPHASIS = "json.markdown_emphasis"
 NFKC = "text.nfkc"
 
@@ -460,6 +461,10 @@ def _coerce_into(container: Any, schema: dict, ctx: _Context, repairs: list[str]
 
 def _decode_json(text: str, kind: type, ctx: _Context, repairs: list[str]) -> Any:
     """Decode a JSON object/array held in a string (repairing it if need be)."""
+    escaped = _decode_escaped(text, kind)
+    if escaped is not _NO:
+        repairs.append(DECODE_ESCAPED_JSON)
+        return escaped
     try:
         from codec.jsonrepair import repair_json
     except ImportError:  # the repairer is optional here: fall back to strict JSON
@@ -477,6 +482,24 @@ def _decode_json(text: str, kind: type, ctx: _Context, repairs: list[str]) -> An
     repairs.extend(found)
     _format_change(DECODE_JSON_STRING, ctx, repairs)
     return value
+
+
+def _decode_escaped(text: str, kind: type) -> Any:
+    """``[{\\"id\\": 1}]``: JSON escaped once more, as a server that encoded the output twice
+    sends it. Read when the text is not JSON as it stands, is a valid JSON string body, and
+    unescaped is strict JSON of the wanted kind (one extra parse at most)."""
+    if '\\"' not in text:
+        return _NO
+    try:
+        orjson.loads(text)
+        return _NO  # valid as it stands: the normal path reads it
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        value = orjson.loads(orjson.loads(f'"{text}"'))
+    except orjson.JSONDecodeError:
+        return _NO
+    return value if isinstance(value, kind) else _NO
 
 
 def _match_enum(value: str, schema: dict, repairs: list[str]) -> Any:

@@ -1,9 +1,11 @@
 """GLM-4.5/4.6/4.7: ``<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>``.
 
 The body (between ``<tool_call>`` and ``</tool_call>``) is the tool's name, then key/value
-pairs, with any blanks between the parts. Values are raw text, kept exactly as written (no
-entity decoding: the model writes ``&`` and ``<`` as they are); the codec converts them to the
-types the schema wants. Errors are ``invalid_xml`` with ``position`` in the body.
+pairs, with any blanks between the parts (``\\n`` written as two characters counts as a blank
+there, ``glm.escaped_layout``: some servers escape the whole output once more). Values are raw
+text, kept exactly as written (no entity decoding: the model writes ``&`` and ``<`` as they
+are); the codec converts them to the types the schema wants. Errors are ``invalid_xml`` with
+``position`` in the body.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ import re
 from codec.errors import INVALID_XML, CodecError
 from codec.formats import FormatRead
 
-_NAME = re.compile(r"[ \t\r\n]*([A-Za-z_][\w.\-]*)")
-_BLANK = re.compile(r"[ \t\r\n]*")
+# Blanks between the parts; also written as the two characters ``\n`` (``\r``, ``\t``) by a
+# server that escaped the whole output once more (``glm.escaped_layout``).
+_BLANK = re.compile(r"(?:[ \t\r\n]|\\[nrt])*")
+_NAME = re.compile(r"(?:[ \t\r\n]|\\[nrt])*([A-Za-z_][\w.\-]*)")
+ESCAPED_LAYOUT = "glm.escaped_layout"
 _KEY = re.compile(r"<arg_key>(.*?)</arg_key>", re.S)
 # A GLM body starts with the tool's name, then <arg_key>, a line break or the body's end. The
 # engine asks before the block has ended, so there the end is the closer.
 _HEAD = (r"[ \t\r\n]*[A-Za-z_][\w.\-]{0,127}"
-         r"(?:[ \t\r\n]*<arg_key>|[ \t]*\r?\n|[ \t\r\n]*(?:END))")
+         r"(?:(?:[ \t\r\n]|\\[nrt]){0,16}<arg_key>|[ \t]*(?:\r?\n|\\n)|[ \t\r\n]*(?:END))")
 BODY_HEAD = re.compile(_HEAD.replace("END", r"\Z"))
 TEXT_HEAD = re.compile(_HEAD.replace("END", "</tool_call>"))
 _VALUE_OPEN = "<arg_value>"
@@ -37,17 +42,23 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
     if m is None:
         return _fail("expected the tool's name", 0, body)
     name, pos = m.group(1), m.end()
+    escaped = "\\" in body[:pos]
     arguments: dict[str, str] = {}
     while True:
-        pos = _BLANK.match(body, pos).end()
+        blank = _BLANK.match(body, pos)
+        escaped = escaped or "\\" in blank.group()
+        pos = blank.end()
         if pos == len(body):
-            return FormatRead(calls=[(name, arguments)], text_values=True)
+            return FormatRead(calls=[(name, arguments)], text_values=True,
+                              repairs=[ESCAPED_LAYOUT] if escaped else [])
         key = _KEY.match(body, pos)
         if key is None:
             what = ("a value with no <arg_key> before it" if body.startswith(_VALUE_OPEN, pos)
                     else f"expected <arg_key>, found {body[pos:pos + 12]!r}")
             return _fail(what, pos, body)
-        pos = _BLANK.match(body, key.end()).end()
+        blank = _BLANK.match(body, key.end())
+        escaped = escaped or "\\" in blank.group()
+        pos = blank.end()
         if not body.startswith(_VALUE_OPEN, pos):
             return _fail(f"the key {key.group(1)!r} has no <arg_value>", pos, body)
         close = body.find(_VALUE_CLOSE, pos)
