@@ -27,6 +27,15 @@ CLOSE_BRACKETS = "pythonic.close_brackets"
 RAW_NEWLINE = "pythonic.raw_newline"  # a line break inside a '…' string (Python wants \n)
 JSON_LITERAL = "pythonic.json_literal"  # true/false/null for True/False/None
 SET_AS_LIST = "pythonic.set_as_list"  # {'a', 'b'}: JSON has no sets
+UNESCAPED_QUOTE = "pythonic.unescaped_quote"  # 'sed -n '1,5p' f': a quote that cannot end
+
+# What may follow a quote that ends a string: the end, a separator, another string, closers
+# then a separator or the end, or an operator before a literal (an expression, refused later).
+# Looked at through a bounded window, so each candidate quote costs O(1).
+_CAN_END = re.compile(r"[ \t\r\n]*(?:\Z|[,:;]|['\"]"
+                      r"|[)\]}](?:[ \t\r\n]*[)\]}])*[ \t\r\n]*(?:[,;]|\Z)"
+                      r"|[-+*/%@<>=!&|^~.]=?[ \t]*['\"\d(\[])")
+_CAN_END_WINDOW = 64
 
 _WS = re.compile(r"[ \t\r\n]*")
 _NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -55,12 +64,25 @@ class _Stop(Exception):  # noqa: N818 - control flow inside the reader
 
 
 def read(body: str, *, limits: Limits = DEFAULT_LIMITS) -> FormatRead:
-    """Read a Python call list (or one call) into ``(name, arguments)`` pairs."""
+    """Read a Python call list (or one call) into ``(name, arguments)`` pairs.
+
+    When the text does not read as written and holds quotes, it is read once more with
+    ``pythonic.unescaped_quote``: a quote inside a ``'…'``/``"…"`` string ends it only where
+    Python's structure can go on after it (``sed -n '1,5p' f`` inside ``'…'`` is text)."""
     reader = _CallReader(body, limits.max_depth)
     try:
         calls = reader.read_all()
     except _Stop as stop:
-        return FormatRead(errors=[_error(body, stop)])
+        if "'" not in body and '"' not in body:
+            return FormatRead(errors=[_error(body, stop)])
+        reader = _CallReader(body, limits.max_depth, lenient_quotes=True)
+        try:
+            calls = reader.read_all()
+        except _Stop:
+            return FormatRead(errors=[_error(body, stop)])  # the first fault says more
+        if not reader.inner_quotes:
+            return FormatRead(errors=[_error(body, stop)])
+        reader.repairs[UNESCAPED_QUOTE] = None
     if reader.completed:
         reader.repairs[CLOSE_BRACKETS] = None
     return FormatRead(calls=calls, repairs=list(reader.repairs))
@@ -75,8 +97,10 @@ def _error(body: str, stop: _Stop) -> CodecError:
 class _CallReader:
     """One pass over the text, one method per construct, in the manner of a JSON scanner."""
 
-    def __init__(self, text: str, max_depth: int) -> None:
+    def __init__(self, text: str, max_depth: int, *, lenient_quotes: bool = False) -> None:
         self.text, self.max_depth = text, max_depth
+        self.lenient_quotes = lenient_quotes
+        self.inner_quotes = False  # a quote was kept as text (lenient_quotes)
         self.pos = 0
         self.completed = False  # closers were missing at the end and were supplied
         self.repairs: dict[str, None] = {}
@@ -256,14 +280,26 @@ class _CallReader:
         if quote not in ("'''", '"""'):
             quote = quote[:1]
         self.pos += len(quote)
-        m = _STRING_BODY[quote].match(self.text, self.pos)
-        if m is None:
-            raise _Stop("a string is never closed (the text may have been cut off)", start)
+        m = self.string_end(quote, start)
         raw = self.text[self.pos:m.end() - len(quote)]
         if len(quote) == 1 and "\n" in raw:
             self.repairs[RAW_NEWLINE] = None
         self.pos = m.end()
         return raw if "r" in flags else _unescape(raw)
+
+    def string_end(self, quote: str, start: int) -> re.Match[str]:
+        """The match of a string's body up to its closing quote (with ``lenient_quotes``,
+        past quotes that Python's structure cannot follow)."""
+        at = self.pos
+        while True:
+            m = _STRING_BODY[quote].match(self.text, at)
+            if m is None:
+                raise _Stop("a string is never closed (the text may have been cut off)", start)
+            if not self.lenient_quotes or len(quote) == 3 or _CAN_END.match(
+                    self.text, m.end(), min(len(self.text), m.end() + _CAN_END_WINDOW)):
+                return m  # its end is the string's end; the text before is the body
+            self.inner_quotes = True
+            at = m.end()
 
     def read_sequence(self, closer: str, depth: int) -> list[Any]:
         items: list[Any] = []
