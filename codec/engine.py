@@ -64,7 +64,11 @@ _END_TOKEN = regex.compile(r"[ \t\r\n]*(?:" + "|".join(
     regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True)) + ")")
 HEAD_WINDOW = 160  # characters that decide whether a body that starts with a word is a call
 _CALL_HEAD = re.compile(r"[ \t\r\n]*[A-Za-z_][\w.]{0,127}[ \t]*\(")
-_NAMED_BODY = {"tool_call": glm.TEXT_HEAD, "tool_tag": yamlbody.TEXT_HEAD}
+# A <tool_call> body that starts with a word: a GLM name, or a Qwen `function=NAME>` that lost
+# its "<" (xml.missing_lt).
+_NAMED_BODY = {"tool_call": re.compile(glm.TEXT_HEAD.pattern
+                                       + r"|[ \t\r\n]*(?:function|call|invoke|tool)=[\w.\-]+>"),
+               "tool_tag": yamlbody.TEXT_HEAD}
 MAX_CANDIDATES = 32  # JSON candidates tried per stretch of prose between blocks
 CALL_MARKERS = ("functools",)  # a word before JSON in prose that says "this is a call"
 _MARKER_WS = 64

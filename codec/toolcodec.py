@@ -71,12 +71,15 @@ _JSON_START = re.compile(r"\s*(?:\{|\[\s*\{|\[\s*\])")
 _BARE_HEAD = re.compile(r"([A-Za-z_][\w.\-]{0,127})[ \t]*:?[ \t]*\r?\n\s*<(?!arg_key>|/)")
 BARE_TOOL_NAME = "xml.bare_tool_name"
 THINK_CLOSE_DROPPED = "format.think_close_dropped"
+# `<tool_call>function=NAME>…`: Qwen's call tag lost its "<".
+_LOST_LT = re.compile(r"(?:function|call|invoke|tool)=[\w.\-]+>")
+MISSING_LT = "xml.missing_lt"
 # `<get_weather⏎city: Oslo⏎/>`: an opening tag left open around YAML lines, closed by "/>".
 _LEFT_OPEN_TAG = re.compile(r"<[^\s<>/]+[ \t]*\r?\n([^<>]*?)/>[ \t\r\n]*\Z")
 _HARMONY_CHANNEL = re.compile(r"<\|channel\|>[a-z]*")
 # The public format id of a block decoded by the built-in readers.
 _FORMAT_ID = {"json": "hermes", "function": "qwen_xml", "tool_tag": "tool_tag",
-              "bare_tag": "tool_tag",
+              "bare_tag": "tool_tag", "function_lt": "qwen_xml",
               "tool_element": "tool_element", "glm": "glm", "yaml_tag": "yaml_tag"}
 # JSON repairs that are fine in general but not for a call we are asked to trust.
 _REFUSED_REPAIRS = {
@@ -251,6 +254,11 @@ class ToolCallCodec:
                 calls, errors = self._json_calls(payload, base + closed_think)
             elif fmt == "bare_tag":
                 calls, errors = self._bare_call(payload, tag, base)
+            elif fmt == "function_lt":  # `function=NAME>`: the "<" was lost
+                at = len(payload) - len(payload.lstrip())
+                calls, errors = self._xml_call(f"{payload[:at]}<{payload[at:]}", "function",
+                                               None, base + [MISSING_LT])
+                errors = _relocate(errors, -1, None)
             elif fmt in ("glm", "yaml_tag"):
                 calls, errors = self._read_calls(_read_format(fmt, payload, block, tag,
                                                               self.limits), base, payload)
@@ -347,6 +355,8 @@ class ToolCallCodec:
         if block.fmt != "tool_call":
             return block.fmt, block.tag
         head = payload.lstrip()
+        if _LOST_LT.match(head):
+            return "function_lt", None
         bare = _BARE_HEAD.match(head)
         if bare and self.registry.get(bare.group(1)) is not None:
             return "bare_tag", bare.group(1)  # <tool_call>NAME, then its parameters' tags

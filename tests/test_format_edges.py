@@ -92,3 +92,14 @@ def test_gpt_oss_channels(text, content, reasoning, n_calls):
     if reasoning is not None:
         assert result["reasoning"] == reasoning
     assert all(c["format"] == "harmony" for c in result["calls"])
+
+
+def test_a_qwen_call_tag_that_lost_its_lt_is_read_and_said():
+    text = ("<tool_call>function=read_file>\n<parameter=path>\na.py\n</parameter>\n</function>\n"
+            "</tool_call> ok")
+    result = decoded(text)
+    assert calls(result) == [("read_file", {"path": "a.py"})] and result["content"] == "ok"
+    assert result["calls"][0]["repairs"] == ["xml.missing_lt"]
+    assert result["calls"][0]["format"] == "qwen_xml"
+    # in prose, "function=x>" after <tool_call> is still read only as that shape
+    assert decoded("<tool_call>function = yes</tool_call>")["calls"] == []

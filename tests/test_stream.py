@@ -54,7 +54,7 @@ PIECES = [
     "</seed:think>",
     # end-of-generation tokens, gpt-oss channels
     "<|im_end|>", "<|eot_id|>", "<|end|>", "<|channel|>analysis<|message|>",
-    "<|start|>assistant", "<|channel|>final<|message|>", "<|return|>",
+    "<|start|>assistant", "<|channel|>final<|message|>", "<|return|>", "function=search>",
 ]
 
 
