@@ -16,24 +16,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 
 import peers_toolcall_report as report  # noqa: E402
 
-# format: (calls floor, calls+content floor), a few points under the rates measured when each
-# format landed (2026-11: hermes 71.4/65.5, json 81.0/76.2, morph_xml 57.8/52.3, qwen_xml
-# 72.2/56.9, pythonic 96.9/95.3, glm4_moe 86.7/82.2, kimi_k2 100/100, mistral 100/100,
-# yaml_xml 66.7/59.0, gigachat3 87.5/79.2; overall 77.4/71.4; qwen_xml 83.3/66.7 and overall
-# 79.7/73.3 once <call=…> aliases, <parameter>NAME</parameter>VALUE and cut tags were read).
+# format: (calls floor, calls+content floor), a point or two under the rates measured when
+# each format last improved (2026-11: hermes 76.2/69.0, json 81.0/76.2, morph_xml 69.7/64.2,
+# qwen_xml 90.3/73.6, pythonic 100/98.4, glm4_moe 100/95.6, kimi_k2 100/100, mistral 100/100,
+# yaml_xml 69.2/61.5, gigachat3 91.7/83.3; overall 85.1/78.3 once bare calls, reasoning tags,
+# stray close tags, escaped GLM bodies and unescaped Python quotes were read).
 FLOORS = {
-    "hermes": (0.66, 0.56),
-    "json": (0.76, 0.66),
-    "morph_xml": (0.53, 0.48),
-    "qwen_xml": (0.79, 0.62),
-    "pythonic": (0.92, 0.90),
-    "glm4_moe": (0.82, 0.77),
+    "hermes": (0.74, 0.67),
+    "json": (0.76, 0.70),
+    "morph_xml": (0.67, 0.62),
+    "qwen_xml": (0.88, 0.71),
+    "pythonic": (0.98, 0.96),
+    "glm4_moe": (0.97, 0.93),
     "kimi_k2": (0.95, 0.95),
     "mistral": (0.95, 0.95),
-    "yaml_xml": (0.62, 0.54),
-    "gigachat3": (0.83, 0.75),
+    "yaml_xml": (0.66, 0.58),
+    "gigachat3": (0.87, 0.79),
 }
-OVERALL_FLOOR = (0.76, 0.70)
+# The target is 85 % of the calls overall: the floor keeps it.
+OVERALL_FLOOR = (0.85, 0.77)
 
 CASES = report.load_cases()
 
