@@ -378,8 +378,14 @@ class _ArgumentBuilder:
         root = _single_element(nodes, f"<{tag_name or 'TOOL'}>")
         if tag_name and root.name != tag_name:
             raise _Invalid(f"expected <{tag_name}>, found <{root.name}>", root.start)
-        self._note_attrs(root)
-        return root.name, self.parameters(root)
+        args = self.parameters(root)
+        for key, value in root.attrs.items():  # <get_weather city="Paris"/>
+            if key in args:
+                raise _Invalid(f"the parameter {key!r} is given both as an attribute and as "
+                               "an element", root.start)
+            args[key] = value
+            self.repairs[ATTRIBUTES_AS_PARAMETERS] = None
+        return root.name, args
 
     def tool_element(self, nodes: list[Element | Text], meta: dict) -> tuple[str, dict]:
         root = _single_element(nodes, "<tool>")
@@ -522,6 +528,7 @@ class _Node:
 
 _NAMING_TAGS = frozenset({"param", "parameter", "arg", "argument"})
 FUNCTION_ALIAS = "xml.function_alias"  # `<call=NAME>`, `<invoke=NAME>`, `<tool=NAME>`
+ATTRIBUTES_AS_PARAMETERS = "xml.attributes_as_parameters"  # `<get_weather city="Paris"/>`
 NAME_THEN_VALUE = "xml.parameter_name_then_value"  # `<parameter>city</parameter>Seoul`
 _PARAMETER_NAME = re.compile(r"[A-Za-z_][\w.-]{0,127}")
 

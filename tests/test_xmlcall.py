@@ -466,3 +466,17 @@ def test_merged_text_trims_like_the_pieces(body, raw_text):
         assert _join_text(got) == _join_text(want)
         content = [t.start for t in want if not t.layout]
         assert [t.start for t in got if not t.layout] == content[:1]
+
+
+def test_attributes_of_the_tool_tag_are_its_parameters():
+    from codec import decode as decode_text
+
+    tools = [{"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}}}}]
+    result = decode_text('<get_weather city="Paris" days="3"/>', tools=tools)
+    assert result.ok and result.calls[0].arguments == {"city": "Paris", "days": 3}
+    assert result.calls[0].repairs == ["xml.attributes_as_parameters"]
+    mixed = decode_text('<get_weather city="Paris"><days>2</days></get_weather>', tools=tools)
+    assert mixed.calls[0].arguments == {"days": 2, "city": "Paris"}
+    twice = decode_text('<get_weather city="Paris"><city>Oslo</city></get_weather>', tools=tools)
+    assert twice.calls == [] and twice.errors[0].code == "invalid_xml"  # never a guess
