@@ -29,13 +29,20 @@ JSON_LITERAL = "pythonic.json_literal"  # true/false/null for True/False/None
 SET_AS_LIST = "pythonic.set_as_list"  # {'a', 'b'}: JSON has no sets
 UNESCAPED_QUOTE = "pythonic.unescaped_quote"  # 'sed -n '1,5p' f': a quote that cannot end
 
-# What may follow a quote that ends a string: the end, a separator, another string, closers
-# then a separator or the end, or an operator before a literal (an expression, refused later).
-# Looked at through a bounded window, so each candidate quote costs O(1).
-_CAN_END = re.compile(r"[ \t\r\n]*(?:\Z|[,:;]|['\"]"
-                      r"|[)\]}](?:[ \t\r\n]*[)\]}])*[ \t\r\n]*(?:[,;]|\Z)"
-                      r"|[-+*/%@<>=!&|^~.]=?[ \t]*['\"\d(\[])")
+# With ``pythonic.unescaped_quote``, a quote inside a '…'/"…" string ends it only when what
+# follows can go on with the containers open around it (``_can_end``); anything else is text.
+# The look-ahead is bounded, so each candidate quote costs O(1) and the reader stays linear.
 _CAN_END_WINDOW = 64
+_CLOSER = {"calls": "]", "args": ")", "list": "]", "tuple": ")", "key": "}", "value": "}",
+           "set": "}"}  # what each kind of open container waits for
+_AFTER_COMMA = {  # what may follow a comma in each kind of container (besides its closer)
+    "calls": re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[ \t\r\n]*\("),  # the next call
+    "args": re.compile(r"[A-Za-z_]\w*[ \t\r\n]*=(?!=)"),  # the next keyword argument
+    "value": re.compile(r"[rRuU]{0,2}['\"]"),  # the next key (keys are strings)
+}
+_ITEM = re.compile(r"[rRuU]{0,2}['\"]|[-+]?\.?\d|[\[({]|(?:True|False|None|true|false|null)\b")
+# An operator then a literal (`'x' + 'y'`): an expression, which the reader then refuses.
+_OPERATOR = re.compile(r"(?:\*\*|//|==|!=|<=|>=|[-+*/%@<>&|^])[ \t]*['\"\d(\[]")
 
 _WS = re.compile(r"[ \t\r\n]*")
 _NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -104,6 +111,7 @@ class _CallReader:
         self.pos = 0
         self.completed = False  # closers were missing at the end and were supplied
         self.repairs: dict[str, None] = {}
+        self.frames: list[str] = []  # the containers open here, innermost last (_CLOSER's keys)
 
     # -- tokens ---------------------------------------------------------------------------
 
@@ -148,10 +156,12 @@ class _CallReader:
         calls: list[tuple[str, Any]] = []
         if ch == "[":
             self.pos += 1
+            self.frames.append("calls")
             while not self.closed("]"):
                 calls.append(self.read_call())
                 if not self.next_item("]", "the call list"):
                     break
+            self.frames.pop()
         else:  # calls without a list: one, or several on their own lines
             calls.append(self.read_call())
             while self.skip() and self.text[self.pos] != ";" and _NAME.match(self.text, self.pos):
@@ -176,6 +186,7 @@ class _CallReader:
         self.pos += 1
         arguments: dict[str, Any] = {}
         index = 0
+        self.frames.append("args")
         while not self.closed(")"):
             index += 1
             key, value = self.read_keyword(name, index)
@@ -184,6 +195,7 @@ class _CallReader:
             arguments[key] = value
             if not self.next_item(")", f"the arguments of {name!r}"):
                 break
+        self.frames.pop()
         return name, arguments
 
     def read_keyword(self, name: str, index: int) -> tuple[str, Any]:
@@ -295,26 +307,31 @@ class _CallReader:
             m = _STRING_BODY[quote].match(self.text, at)
             if m is None:
                 raise _Stop("a string is never closed (the text may have been cut off)", start)
-            if not self.lenient_quotes or len(quote) == 3 or _CAN_END.match(
-                    self.text, m.end(), min(len(self.text), m.end() + _CAN_END_WINDOW)):
+            if not self.lenient_quotes or len(quote) == 3 or _can_end(
+                    self.text, m.end(), self.frames):
                 return m  # its end is the string's end; the text before is the body
             self.inner_quotes = True
             at = m.end()
 
     def read_sequence(self, closer: str, depth: int) -> list[Any]:
         items: list[Any] = []
+        self.frames.append("list" if closer == "]" else "tuple")
         while not self.closed(closer):
             items.append(self.read_value(depth + 1))
             if not self.next_item(closer, "a list"):
                 break
+        self.frames.pop()
         return items
 
     def read_dict(self, depth: int) -> dict[str, Any] | list[Any]:
         result: dict[str, Any] = {}
+        self.frames.append("key")
         while not self.closed("}"):
             start = self.pos
+            self.frames[-1] = "key"
             key = self.read_value(depth + 1)
             if not result and self.skip() in (",", "}"):  # {'a', 'b'}: a set
+                self.frames.pop()
                 return self.read_set(key, depth)
             if not isinstance(key, str):
                 raise _Stop("a dict key must be a string (JSON has no other keys)", start)
@@ -322,18 +339,55 @@ class _CallReader:
                 where = "the text ends" if self.pos >= len(self.text) else "expected ':'"
                 raise _Stop(f"{where} after the key {key!r}", self.pos)
             self.pos += 1
+            self.frames[-1] = "value"
             result[key] = self.read_value(depth + 1)
             if not self.next_item("}", "a dict"):
                 break
+        self.frames.pop()
         return result
 
 
     def read_set(self, first: Any, depth: int) -> list[Any]:
         self.repairs[SET_AS_LIST] = None
         items = [first]
+        self.frames.append("set")
         while self.next_item("}", "a set") and not self.closed("}"):
             items.append(self.read_value(depth + 1))
+        self.frames.pop()
         return items
+
+
+def _can_end(text: str, at: int, frames: list[str]) -> bool:
+    """Whether a quote just before ``at`` can end its string: what follows (within
+    ``_CAN_END_WINDOW`` characters) must go on with the containers open around it. Each closer
+    must be the innermost open container's, and what follows it must suit the one around that;
+    otherwise the quote was text (``mul_symbol='\\,'))"')]`` ends only at the last quote)."""
+    end = min(len(text), at + _CAN_END_WINDOW)
+    level, pos = len(frames), at
+    while True:
+        pos = _WS.match(text, pos, end).end()
+        if pos == len(text):
+            return True  # cut after a complete value: the reader completes or refuses it
+        if pos == end:
+            return False  # nothing shown within the window: keep the quote as text
+        ch = text[pos]
+        if level == 0:  # every container closed: the end, ';', or the next bare call
+            return ch == ";" or (frames[:1] == ["args"]
+                                 and _AFTER_COMMA["calls"].match(text, pos, end) is not None)
+        kind = frames[level - 1]
+        if ch == _CLOSER[kind]:
+            level, pos = level - 1, pos + 1
+            continue
+        if ch == ",":
+            pos = _WS.match(text, pos + 1, end).end()
+            if pos == len(text) or text.startswith(_CLOSER[kind], pos):
+                continue  # the end, or a trailing comma before the closer
+            return _AFTER_COMMA.get(kind, _ITEM).match(text, pos, end) is not None
+        if level < len(frames):
+            return False  # after a closer: only a closer, ',' or the end
+        if ch == ":":
+            return kind == "key"
+        return _OPERATOR.match(text, pos, end) is not None
 
 
 def _unescape(raw: str) -> str:
