@@ -64,6 +64,10 @@ _END_TOKEN = regex.compile(r"[ \t\r\n]*(?:" + "|".join(
     regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True)) + ")")
 HEAD_WINDOW = 160  # characters that decide whether a body that starts with a word is a call
 _CALL_HEAD = re.compile(r"[ \t\r\n]*[A-Za-z_][\w.]{0,127}[ \t]*\(")
+# `<function name="` (MiniCPM): the name, the tag's end, then a parameter or the close tag.
+_TAG_HEAD = re.compile(r"[A-Za-z_][\w.\-]{0,127}[\"'][ \t]*>[ \t\r\n]{0,64}"
+                       r"(?:<param(?:eter)?[ \t]|</function>)")
+_BODY_HEADS = {"call": _CALL_HEAD, "tag": _TAG_HEAD}
 # A <tool_call> body that starts with a word: a GLM name, or a Qwen `function=NAME>` that lost
 # its "<" (xml.missing_lt).
 _NAMED_BODY = {"tool_call": re.compile(glm.TEXT_HEAD.pattern
@@ -80,10 +84,13 @@ _PARAM_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
 _ELEMENT_OPEN = regex.compile(r"<([A-Za-z_][\w.\-]{0,63})[ \t]{0,8}(/?)>")
 _BLANKS = re.compile(r"[ \t\r\n]*")
 _BARE_NAME = re.compile(r"<?([^ \t\r\n:]+)")
-# Reasoning blocks: ``<think>``, Seed-OSS's ``<seed:think>``, gpt-oss's analysis channel; a
-# call written inside one is the model thinking about a call, not making it.
+# Reasoning blocks: ``<think>``, Seed-OSS's ``<seed:think>``, gpt-oss's analysis channel, the
+# tokens below; a call written inside one is the model thinking about a call, not making it.
 REASONING_TAGS = ("think", "seed:think")
-_REASONING_CLOSERS = {"think": "</think>", "seed:think": "</seed:think>", "harmony": "<|end|>"}
+# Reasoning written between special tokens: Apertus, Gemma 4.
+_REASONING_TOKENS = {"<|inner_prefix|>": "<|inner_suffix|>", "<|channel>thought": "<channel|>"}
+_REASONING_CLOSERS = {"think": "</think>", "seed:think": "</seed:think>", "harmony": "<|end|>",
+                      **_REASONING_TOKENS}
 # A harmony message header, with the end of the message before it: the channel is named next.
 _HARMONY_TO = r"(?:<\|end\|>)?(?:<\|start\|>assistant)?<\|channel\|>"
 _TOOL_CALL_EDGE = re.compile(r"</?tool_call>")
@@ -116,6 +123,8 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
                               ("tool_call", ("hermes", "qwen_xml", "glm")),
                               ("tool", ("tool_element",))) if not ids or on(*ids)]
     parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
+    parts.append("(?P<reason_token>" + "|".join(regex.escape(t) for t in _REASONING_TOKENS)
+                 + ")")
     if on("harmony"):  # gpt-oss: its analysis channel is reasoning, other headers framing
         parts.append(rf"(?P<harmony_think>{_HARMONY_TO}analysis<\|message\|>)")
         parts.append(rf"(?P<harmony_header>{_HARMONY_TO}(?:final|commentary)<\|message\|>)")
@@ -319,6 +328,8 @@ class Engine:
             return self._candidate(m, final)
         if kind == "marker":
             return self._marker(m, final)
+        if kind == "reason_token":
+            return self._open_block(_Open("think", start, m.end(), m.end(), m.group()), final)
         if kind == "harmony_think":
             return self._open_block(_Open("think", start, m.end(), m.end(), "harmony"), final)
         if kind == "harmony_header":
@@ -365,7 +376,7 @@ class Engine:
         fmt = self.codec._openers.markers[token]
         if fmt.needs_body:
             follows = self._body_check(m.end(), final, json_only=True,
-                                       head=_CALL_HEAD if fmt.needs_body == "call" else None)
+                                       head=_BODY_HEADS.get(fmt.needs_body))
             if follows is None:
                 self._free_text(self.pos, m.start(), final, at_end=False)
                 return False

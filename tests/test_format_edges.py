@@ -103,3 +103,12 @@ def test_a_qwen_call_tag_that_lost_its_lt_is_read_and_said():
     assert result["calls"][0]["format"] == "qwen_xml"
     # in prose, "function=x>" after <tool_call> is still read only as that shape
     assert decoded("<tool_call>function = yes</tool_call>")["calls"] == []
+
+
+@pytest.mark.parametrize("text, reasoning", [
+    ("<|inner_prefix|>Check first.<|inner_suffix|>Done.", "Check first."),  # Apertus
+    ("<|channel>thought\nCheck first.<channel|>Done.", "Check first."),  # Gemma 4
+])
+def test_reasoning_between_special_tokens(text, reasoning):
+    result = decoded(text)
+    assert result["reasoning"] == reasoning and result["content"] == "Done."

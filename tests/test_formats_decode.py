@@ -94,6 +94,17 @@ EXAMPLES = [
                 "</longcat_tool_call>", [SEARCH]),
     ("gigachat", 'function call<|role_sep|>\n{"name": "search", "arguments": '
                  '{"q": "cats & dogs"}}', [SEARCH]),
+    ("apertus", '<|tools_prefix|>[{"get_weather": {"city": "Oslo", "days": 2}}, '
+                '{"search": {"q": "cats & dogs"}}]<|tools_suffix|>', [WEATHER, SEARCH]),
+    ("functiongemma", "<start_function_call>call:get_weather{city:<escape>Oslo<escape>,days:2}"
+                      "<end_function_call>", [WEATHER]),
+    ("gemma4", '<|tool_call>call:search{q:<|"|>cats & dogs<|"|>}<tool_call|>', [SEARCH]),
+    ("step3", f"<{DS[0]}tool_calls_begin{DS[0]}>\n<{DS[0]}tool_call_begin{DS[0]}>function"
+              f'<{DS[0]}tool_sep{DS[0]}><steptml:invoke name="search">\n<steptml:parameter '
+              'name="q">cats & dogs</steptml:parameter>\n</steptml:invoke>'
+              f"<{DS[0]}tool_call_end{DS[0]}>\n<{DS[0]}tool_calls_end{DS[0]}>", [SEARCH]),
+    ("minicpm", '<function name="get_weather"><param name="city">Oslo</param>'
+                '<param name="days">2</param></function>', [WEATHER]),
 ]
 
 

@@ -22,7 +22,8 @@ class MarkerFormat:
     token seen without its section token). With ``next_opener_ends`` a new opener of the same
     format ends the block. ``open_ended`` formats have no end token at all: the end of the
     generation ends them and is not a repair. ``needs_body`` openers that are ordinary words
-    count only when a body follows them (JSON; for ``"call"``, a Python call), so prose that
+    count only when a body follows them (JSON; for ``"call"``, a Python call; for ``"tag"``,
+    the opening tag's name and ``>`` then a parameter tag or the close tag), so prose that
     names them stays prose.
     """
 
@@ -33,7 +34,7 @@ class MarkerFormat:
     keep_opener: bool = False
     next_opener_ends: bool = False
     open_ended: bool = False
-    needs_body: str = ""  # "" | "json" | "call"
+    needs_body: str = ""  # "" | "json" | "call" | "tag"
 
 
 _DS_BAR, _DS_SP = "\uff5c", "\u2581"  # DeepSeek's token spelling: ｜ and ▁
@@ -84,6 +85,19 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     MarkerFormat("tool_calls", ("<tool_calls>",), ("</tool_calls>",), body="json",
                  needs_body="json"),
     MarkerFormat("longcat", ("<longcat_tool_call>",), ("</longcat_tool_call>",), body="json"),
+    MarkerFormat("apertus", ("<|tools_prefix|>",), ("<|tools_suffix|>",), body="apertus"),
+    MarkerFormat("functiongemma", ("<start_function_call>",), ("<end_function_call>",),
+                 body="gemma"),
+    # Gemma 4 ends a call with <tool_call|>; some checkpoints end the turn (<turn|>) instead
+    MarkerFormat("gemma4", ("<|tool_call>",), ("<tool_call|>", "<turn|>"), body="gemma"),
+    # StepFun Step-3: DeepSeek's token names, but fullwidth bars with ASCII underscores
+    MarkerFormat("step3", (f"<{_DS_BAR}tool_calls_begin{_DS_BAR}>",),
+                 (f"<{_DS_BAR}tool_calls_end{_DS_BAR}>",), body="step3"),
+    MarkerFormat("step3", (f"<{_DS_BAR}tool_call_begin{_DS_BAR}>",),
+                 (f"<{_DS_BAR}tool_calls_end{_DS_BAR}>",), body="step3", keep_opener=True),
+    # MiniCPM-5 has no wrapper token: each call is one <function name="…">…</function> element
+    MarkerFormat("minicpm", ('<function name="', "<function name='"), ("</function>",),
+                 body="minicpm", keep_opener=True, needs_body="tag"),
     MarkerFormat("gigachat", ("<|message_sep|>\n\nfunction call<|role_sep|>",
                               "<|message_sep|>\nfunction call<|role_sep|>",
                               "<|message_sep|>function call<|role_sep|>",
@@ -102,7 +116,8 @@ END_OF_GENERATION = ("</s>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|eot|>"
                      "<|endoftext|>", "<|end_of_text|>", "<|return|>", "<|call|>",
                      f"<{_DS_BAR}end{_DS_SP}of{_DS_SP}sentence{_DS_BAR}>",
                      "<|end▁of▁sentence|>", "<|end_of_sentence|>", "[/TOOL_CALLS]",
-                     "<end_of_turn>", "<|END_OF_TURN_TOKEN|>", "<|observation|>", "<|user|>")
+                     "<end_of_turn>", "<turn|>", "<|END_OF_TURN_TOKEN|>", "<|observation|>",
+                     "<|user|>")
 
 
 def marker_formats(enabled: frozenset[str] | None) -> tuple[MarkerFormat, ...]:
