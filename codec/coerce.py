@@ -461,22 +461,20 @@ def _coerce_into(container: Any, schema: dict, ctx: _Context, repairs: list[str]
 
 def _decode_json(text: str, kind: type, ctx: _Context, repairs: list[str]) -> Any:
     """Decode a JSON object/array held in a string (repairing it if need be)."""
-    escaped = _decode_escaped(text, kind)
-    if escaped is not _NO:
-        repairs.append(DECODE_ESCAPED_JSON)
-        return escaped
-    try:
-        from codec.jsonrepair import repair_json
-    except ImportError:  # the repairer is optional here: fall back to strict JSON
+    value, found = _read_escaped(text, ctx), [DECODE_ESCAPED_JSON]
+    if not isinstance(value, kind):  # not escaped JSON of that kind: read the text as it is
         try:
-            value, found = orjson.loads(text), []
-        except orjson.JSONDecodeError:
-            return _NO
-    else:
-        result = repair_json(text, limits=ctx.limits)
-        if not result.ok or result.errors or _LOSSY.intersection(result.repairs):
-            return _NO
-        value, found = result.value, list(result.repairs)
+            from codec.jsonrepair import repair_json
+        except ImportError:  # the repairer is optional here: fall back to strict JSON
+            try:
+                value, found = orjson.loads(text), []
+            except orjson.JSONDecodeError:
+                return _NO
+        else:
+            result = repair_json(text, limits=ctx.limits)
+            if not result.ok or result.errors or _LOSSY.intersection(result.repairs):
+                return _NO
+            value, found = result.value, list(result.repairs)
     if not isinstance(value, kind):
         return _NO
     repairs.extend(found)
@@ -484,22 +482,34 @@ def _decode_json(text: str, kind: type, ctx: _Context, repairs: list[str]) -> An
     return value
 
 
-def _decode_escaped(text: str, kind: type) -> Any:
+def _read_escaped(text: str, ctx: _Context) -> Any:
     """``[{\\"id\\": 1}]``: JSON escaped once more, as a server that encoded the output twice
-    sends it. Read when the text is not JSON as it stands, is a valid JSON string body, and
-    unescaped is strict JSON of the wanted kind (one extra parse at most)."""
-    if '\\"' not in text:
+    sends it. Read when the text holds ``\\"``, is the body of a JSON string literal, and that
+    string is strict JSON within the limits (``_NO`` otherwise): one unescape, one parse. Valid
+    JSON never qualifies: its first string opens with a quote with no backslash before it, which
+    would end the literal."""
+    if '\\"' not in text or len(text) > ctx.limits.max_chars:
         return _NO
     try:
-        orjson.loads(text)
-        return _NO  # valid as it stands: the normal path reads it
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        value = orjson.loads(orjson.loads(f'"{text}"'))
+        inner = orjson.loads(f'"{text}"')  # fails at once on a raw quote or a bad escape
+        value = orjson.loads(inner)
     except orjson.JSONDecodeError:
         return _NO
-    return value if isinstance(value, kind) else _NO
+    return _NO if _nests_deeper(inner, value, ctx.limits.max_depth) else value
+
+
+def _nests_deeper(text: str, value: Any, limit: int) -> bool:
+    """Whether *value*, read from *text*, nests deeper than *limit* (as the repairer refuses)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False  # cannot nest deeper than it has brackets
+    todo = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if depth > limit:
+            return True
+        children = item.values() if type(item) is dict else item
+        todo.extend((c, depth + 1) for c in children if type(c) in (dict, list))
+    return False
 
 
 def _match_enum(value: str, schema: dict, repairs: list[str]) -> Any:

@@ -1,11 +1,11 @@
 """GLM-4.5/4.6/4.7: ``<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>``.
 
 The body (between ``<tool_call>`` and ``</tool_call>``) is the tool's name, then key/value
-pairs, with any blanks between the parts (``\\n`` written as two characters counts as a blank
-there, ``glm.escaped_layout``: some servers escape the whole output once more). Values are raw
-text, kept exactly as written (no entity decoding: the model writes ``&`` and ``<`` as they
-are); the codec converts them to the types the schema wants. Errors are ``invalid_xml`` with
-``position`` in the body.
+pairs, with any blanks between the parts (``\\n``, ``\\r`` and ``\\t`` written as two
+characters count as blanks there, never inside a key or a value: ``glm.escaped_layout``, some
+servers escape the whole output once more). Values are raw text, kept exactly as written (no
+entity decoding: the model writes ``&`` and ``<`` as they are); the codec converts them to the
+types the schema wants. Errors are ``invalid_xml`` with ``position`` in the body.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ _BLANK = re.compile(r"(?:[ \t\r\n]|\\[nrt])*")
 _NAME = re.compile(r"(?:[ \t\r\n]|\\[nrt])*([A-Za-z_][\w.\-]*)")
 ESCAPED_LAYOUT = "glm.escaped_layout"
 _KEY = re.compile(r"<arg_key>(.*?)</arg_key>", re.S)
-# A GLM body starts with the tool's name, then <arg_key>, a line break or the body's end. The
-# engine asks before the block has ended, so there the end is the closer.
+# A GLM body starts with the tool's name, then <arg_key>, a line break or the body's end (a
+# line break or blank may be written escaped, as above). The engine asks before the block has
+# ended, so there the end is the closer; it looks at most HEAD_WINDOW characters ahead.
 _HEAD = (r"[ \t\r\n]*[A-Za-z_][\w.\-]{0,127}"
-         r"(?:(?:[ \t\r\n]|\\[nrt]){0,16}<arg_key>|[ \t]*(?:\r?\n|\\n)|[ \t\r\n]*(?:END))")
+         r"(?:(?:[ \t\r\n]|\\[nrt]){0,16}<arg_key>|[ \t]*(?:\r?\n|(?:\\r)?\\n)"
+         r"|(?:[ \t\r\n]|\\[nrt])*(?:END))")
 BODY_HEAD = re.compile(_HEAD.replace("END", r"\Z"))
 TEXT_HEAD = re.compile(_HEAD.replace("END", "</tool_call>"))
 _VALUE_OPEN = "<arg_value>"
