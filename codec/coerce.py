@@ -495,21 +495,9 @@ def _read_escaped(text: str, ctx: _Context) -> Any:
         value = orjson.loads(inner)
     except orjson.JSONDecodeError:
         return _NO
-    return _NO if _nests_deeper(inner, value, ctx.limits.max_depth) else value
+    from codec.jsonrepair import depth_exceeds
 
-
-def _nests_deeper(text: str, value: Any, limit: int) -> bool:
-    """Whether *value*, read from *text*, nests deeper than *limit* (as the repairer refuses)."""
-    if text.count("[") + text.count("{") <= limit:
-        return False  # cannot nest deeper than it has brackets
-    todo = [(value, 1)]
-    while todo:
-        item, depth = todo.pop()
-        if depth > limit:
-            return True
-        children = item.values() if type(item) is dict else item
-        todo.extend((c, depth + 1) for c in children if type(c) in (dict, list))
-    return False
+    return _NO if depth_exceeds(inner, value, ctx.limits.max_depth) else value
 
 
 def _match_enum(value: str, schema: dict, repairs: list[str]) -> Any:

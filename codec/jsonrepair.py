@@ -209,7 +209,7 @@ def _strict(text: str, limits: Limits) -> tuple[bool, Any]:
             value = _json_loads(text)
         except Exception:
             return False, None
-    if _depth_exceeds(text, value, limits.max_depth):
+    if depth_exceeds(text, value, limits.max_depth):
         return False, None
     return True, value
 
@@ -219,14 +219,15 @@ def _strict_prefix(text: str, start: int, limits: Limits) -> tuple[bool, Any, in
         value, end = _DECODER.raw_decode(text, start)
     except Exception:
         return False, None, start
-    if _depth_exceeds(text, value, limits.max_depth):
+    if depth_exceeds(text, value, limits.max_depth):
         return False, None, start
     if "NaN" in text[start:end] or "Infinity" in text[start:end]:
         return False, None, start  # let the reader name json.nonfinite_number
     return True, value, end
 
 
-def _depth_exceeds(text: str, value: Any, limit: int) -> bool:
+def depth_exceeds(text: str, value: Any, limit: int) -> bool:
+    """Whether ``value``, parsed from ``text``, nests deeper than ``limit``."""
     if text.count("[") + text.count("{") <= limit:
         return False  # cannot nest deeper than it has brackets
     todo = [(value, 1)]
