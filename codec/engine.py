@@ -109,6 +109,8 @@ class Openers:
     pattern: Any  # a ``regex`` pattern with partial matching
     markers: dict[str, MarkerFormat]  # opener token -> its format
     ends: dict[str, Any]  # opener token -> the pattern of what ends its block
+    # tool -> its declared parameters, which a bare call's elements may name
+    parameters: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None,
@@ -119,9 +121,8 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
     names = sorted({n for n in tool_names if n}, key=len, reverse=True)
     on = (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
     parts = []
-    fixed = [t for t, ids in (("think", ()), ("seed:think", ()),
-                              ("tool_call", ("hermes", "qwen_xml", "glm")),
-                              ("tool", ("tool_element",))) if not ids or on(*ids)]
+    fixed = list(REASONING_TAGS) + [t for t, ids in (
+        ("tool_call", ("hermes", "qwen_xml", "glm")), ("tool", ("tool_element",))) if on(*ids)]
     parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
     parts.append("(?P<reason_token>" + "|".join(regex.escape(t) for t in _REASONING_TOKENS)
                  + ")")
@@ -146,7 +147,8 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
         if bare and on("tool_tag"):
             parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
     return Openers(regex.compile("|".join(parts)), markers,
-                   {t: _end_pattern(f) for t, f in markers.items()})
+                   {t: _end_pattern(f) for t, f in markers.items()},
+                   {name: frozenset(params) for name, params in (parameters or {}).items()})
 
 
 def _bare_openers(names: list[str], parameters: dict[str, list[str]]) -> str:
@@ -334,7 +336,6 @@ class Engine:
             return self._open_block(_Open("think", start, m.end(), m.end(), "harmony"), final)
         if kind == "harmony_header":
             self._free_text(self.pos, start, final, at_end=False)
-            self.asm.text = self.text
             self.asm.add_tokens(start, m.end())
             self.pos = m.end()
             return True
@@ -553,11 +554,8 @@ class Engine:
     def _is_parameter(self, tool: str, tag: str) -> bool:
         """Whether ``<tag>`` goes on a bare call of ``tool``: one of its parameters, or any
         tag that is not another tool's name."""
-        if self.codec.registry.get(tag) is None:
-            return True
-        spec = self.codec.registry.get(tool)
-        props = spec.schema.get("properties") if isinstance(spec.schema, dict) else None
-        return isinstance(props, dict) and tag in props
+        return (self.codec.registry.get(tag) is None
+                or tag in self.codec._openers.parameters.get(tool, ()))
 
     def _marker_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         fmt = self.codec._openers.markers[cur.tag]
@@ -829,7 +827,6 @@ class Engine:
             tokens = self._end_tokens(begin, end, final)
             if tokens < end and final:
                 self._free_text(begin, tokens, final, at_end=False)
-                self.asm.text = self.text
                 self.asm.add_end_tokens(tokens, end)
                 self.pos = end
                 return

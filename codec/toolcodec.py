@@ -584,7 +584,8 @@ def _formats(formats: Iterable[str] | None) -> frozenset[str] | None:
 def _tag_body(payload: str) -> str:
     """The text between a tool tag's opening tag and its closing tag (if any); for a tag left
     open around ``key: value`` lines and closed by ``/>``, those lines."""
-    return payload[_tag_body_span(payload)[0]:_tag_body_span(payload)[1]]
+    start, end = _tag_body_span(payload)
+    return payload[start:end]
 
 
 def _tag_body_span(payload: str) -> tuple[int, int]:
