@@ -183,15 +183,12 @@ def test_apertus_reads_one_object_without_its_list():
     assert _calls(r) == [("search", {"q": "x"})]
 
 
-@pytest.mark.parametrize("body, why", [
+APERTUS_REFUSALS = [
     ('[{"search": {"q": "x"}, "get_weather": {"city": "y"}}]', "more than one call"),
     ('[{"search": "q=x"}]', "not a JSON object"),
     ('[{"search": {"q": "x"}}] and then', "after the list"),
     ("[search(q='x')]", 'expected {"NAME"'),
-])
-def test_apertus_refusals_say_why(body, why):
-    found = apertus.read(body)
-    assert not found.calls and why in found.errors[0].message
+]
 
 
 def test_gemma_reads_quoted_keys_and_keeps_strings_as_written():
@@ -217,7 +214,7 @@ def test_gemma4_a_turn_end_token_ends_the_call():
     assert _calls(r) == [WEATHER] and r.ok and not r.repairs
 
 
-@pytest.mark.parametrize("body, why", [
+GEMMA_REFUSALS = [
     ("call:f{a:1,a:2}", "given twice"),
     ("get_weather{a:1}", "expected call:NAME{"),
     ("call:f{a 1}", "expected :"),
@@ -225,10 +222,7 @@ def test_gemma4_a_turn_end_token_ends_the_call():
     ("call:f{a:<escape>x}", "never closed"),
     ("call:f{a:1}junk", "expected call:NAME{"),
     ("call:f{a:" + "[" * 200 + "]" * 200 + "}", "nest more than"),
-])
-def test_gemma_refusals_say_why(body, why):
-    found = gemma.read(body)
-    assert not found.calls and why in found.errors[0].message
+]
 
 
 def test_step3_reads_calls_without_the_function_head_and_with_a_separator_between():
@@ -266,16 +260,13 @@ def test_minicpm_unwraps_cdata_and_strips_plain_values():
     assert found.calls == [("f", {"a": " x<y\n", "b": "3"})] and found.text_values
 
 
-@pytest.mark.parametrize("body, why", [
+MINICPM_REFUSALS = [
     ('<function name="f"><param>x</param>', "expected <param"),
     ('<function name="f"><param name="a">1</param><param name="a">2</param>', "twice"),
     ('<function name="f"><param name="a">1', "never closed"),
     ('<function name=""><param name="a">1</param>', "expected <function"),
     ('<function name="f"><function name="g">', "expected <param"),
-])
-def test_minicpm_refusals_say_why(body, why):
-    found = minicpm.read(body)
-    assert not found.calls and why in found.errors[0].message
+]
 
 
 def test_minicpm_prose_that_shows_the_tag_stays_content():
@@ -418,3 +409,12 @@ def test_no_new_reader_raises_on_any_input(reader, closed, text):
     orjson.dumps([found.calls, [e.to_dict() for e in found.errors]])
     for error in found.errors:
         assert 0 <= error.details.get("position", 0) <= len(text)
+
+
+@pytest.mark.parametrize("read, body, why", [
+    (reader.read, body, why) for reader, table in (
+        (apertus, APERTUS_REFUSALS), (gemma, GEMMA_REFUSALS), (minicpm, MINICPM_REFUSALS))
+    for body, why in table])
+def test_refusals_say_why(read, body, why):
+    found = read(body)
+    assert not found.calls and why in found.errors[0].message
