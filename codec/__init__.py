@@ -1,12 +1,12 @@
 """toolcodec's pure codec: decode, repair and validate the tool calls a model emits.
 
->>> import codec
->>> r = codec.decode('<tool_call>{"name": "ping", "arguments": {}}</tool_call>',
+>>> import toolcodec
+>>> r = toolcodec.decode('<tool_call>{"name": "ping", "arguments": {}}</tool_call>',
 ...                  tools=[{"name": "ping", "parameters": {"type": "object"}}])
 >>> r.to_dict()["calls"]
 [{'name': 'ping', 'arguments': {}, 'repairs': []}]
 
-Public names are imported on first use, so ``import codec`` does not load the JSON Schema
+Public names are imported on first use, so ``import toolcodec`` does not load the JSON Schema
 machinery until a codec is built.
 """
 
@@ -15,23 +15,23 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from codec import errors
-from codec.errors import CodecError
-from codec.limits import DEFAULT_LIMITS, Limits
-from codec.result import Call, DecodeResult, RepairResult, ValidationResult
+from toolcodec import errors
+from toolcodec.errors import CodecError
+from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.result import Call, DecodeResult, RepairResult, ValidationResult
 
 _LAZY = {
-    "ToolCallCodec": "codec.toolcodec",
-    "decode": "codec.toolcodec",
-    "validate": "codec.toolcodec",
-    "repair_json": "codec.jsonrepair",
-    "InvalidToolsError": "codec.tools",
-    "Heuristic": "codec.heuristics",
-    "HeuristicContext": "codec.heuristics",
-    "HeuristicResult": "codec.heuristics",
-    "Pipeline": "codec.heuristics",
-    "default_pipeline": "codec.xml_heuristics",
-    "StreamDecoder": "codec.stream",
+    "ToolCallCodec": "toolcodec.toolcodec",
+    "decode": "toolcodec.toolcodec",
+    "validate": "toolcodec.toolcodec",
+    "repair_json": "toolcodec.jsonrepair",
+    "InvalidToolsError": "toolcodec.tools",
+    "Heuristic": "toolcodec.heuristics",
+    "HeuristicContext": "toolcodec.heuristics",
+    "HeuristicResult": "toolcodec.heuristics",
+    "Pipeline": "toolcodec.heuristics",
+    "default_pipeline": "toolcodec.xml_heuristics",
+    "StreamDecoder": "toolcodec.stream",
 }
 
 __all__ = [

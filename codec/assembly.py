@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from codec.envelopes import Block
-from codec.errors import CodecError
-from codec.result import Call, DecodeResult, Span
+from toolcodec.envelopes import Block
+from toolcodec.errors import CodecError
+from toolcodec.result import Call, DecodeResult, Span
 
 # The output ended with end-of-generation tokens (``<|im_end|>``, ``<|eot_id|>``, …) that the
 # server left in the text; they are kept out of ``content``.

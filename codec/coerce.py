@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-
-from codec import schema_regex
-from codec.limits import DEFAULT_LIMITS, Limits
-from codec.tools import ToolSpec
+from toolcodec import schema_regex
+from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.tools import ToolSpec
 
 COERCE_INTEGER = "schema.coerce_integer"
 COERCE_NUMBER = "schema.coerce_number"
@@ -464,7 +463,7 @@ def _decode_json(text: str, kind: type, ctx: _Context, repairs: list[str]) -> An
     value, found = _read_escaped(text, ctx), [DECODE_ESCAPED_JSON]
     if not isinstance(value, kind):  # not escaped JSON of that kind: read the text as it is
         try:
-            from codec.jsonrepair import repair_json
+            from toolcodec.jsonrepair import repair_json
         except ImportError:  # the repairer is optional here: fall back to strict JSON
             try:
                 value, found = orjson.loads(text), []
@@ -495,7 +494,7 @@ def _read_escaped(text: str, ctx: _Context) -> Any:
         value = orjson.loads(inner)
     except orjson.JSONDecodeError:
         return _NO
-    from codec.jsonrepair import depth_exceeds
+    from toolcodec.jsonrepair import depth_exceeds
 
     return _NO if depth_exceeds(inner, value, ctx.limits.max_depth) else value
 

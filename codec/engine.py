@@ -9,7 +9,7 @@ What the engine reads, in order:
 
 - *openers* (one ``regex`` pattern with partial matching, so an opener cut by a chunk
   boundary is held, never leaked): ``<think>``, ``<tool_call>``, ``<tool>``, ``<function=``,
-  ``<TOOL_NAME …>``, the special tokens of the marker formats (``codec.formats.table``), a
+  ``<TOOL_NAME …>``, the special tokens of the marker formats (``toolcodec.formats.table``), a
   JSON value whose first key looks like a call, ``[KNOWN_TOOL(`` (Python calls), and a code
   fence;
 - an envelope opener (except ``<function=``) starts a block only when the first character
@@ -37,16 +37,15 @@ from typing import Any, Protocol
 
 import orjson
 import regex  # partial matching: an opener cut at the end of a chunk
-
-from codec.assembly import Assembly
-from codec.envelopes import FORMAT_OF_TAG, Block
-from codec.errors import PAYLOAD_TOO_LARGE, CodecError
-from codec.formats import glm, yamlbody
-from codec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
-from codec.limits import Limits
-from codec.normalize import replace_surrogates, replace_surrogates_in
-from codec.result import clean_call
-from codec.textjson import call_pairs
+from toolcodec.assembly import Assembly
+from toolcodec.envelopes import FORMAT_OF_TAG, Block
+from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError
+from toolcodec.formats import glm, yamlbody
+from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
+from toolcodec.limits import Limits
+from toolcodec.normalize import replace_surrogates, replace_surrogates_in
+from toolcodec.result import clean_call
+from toolcodec.textjson import call_pairs
 
 BODY_WS = 64  # blanks allowed between an envelope opener and its body
 # After a value of an open-ended marker format (no end token): another call follows (a value,
@@ -766,7 +765,7 @@ class Engine:
     def _pairs_of(self, kind: str, source: str) -> list[tuple[str, Any]] | None | bool:
         """The call pairs of a candidate (None: not call-shaped; False: does not parse)."""
         if kind == "pycall":
-            from codec.formats.pythonic import read
+            from toolcodec.formats.pythonic import read
 
             found = read(source, limits=self.codec.limits)
             return False if found.errors or found.repairs else found.calls

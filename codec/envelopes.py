@@ -29,7 +29,7 @@ from dataclasses import dataclass
 _FIXED = r"<(?P<fixed>think|tool_call|tool)\s*>|<(?P<function>function=)|(?P<orphan></think\s*>)"
 _CLOSERS = {"think": "</think>", "tool_call": "</tool_call>", "tool": "</tool>"}
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|</?tool_call>')
-# The fixed opener tags and the block format each starts (shared with ``codec.engine``).
+# The fixed opener tags and the block format each starts (shared with ``toolcodec.engine``).
 FORMAT_OF_TAG = {"think": "think", "tool_call": "tool_call", "tool": "tool_element"}
 # What an unclosed envelope's body must start with to be a cut-off call: a parameter tag or
 # JSON, or nothing at all (the output stopped right after the opener).

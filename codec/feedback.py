@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-
-from codec import errors as E
-from codec.result import DecodeResult
+from toolcodec import errors as E
+from toolcodec.result import DecodeResult
 
 # The model can fix these by writing a different output.
 RETRYABLE_CODES = frozenset({

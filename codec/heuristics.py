@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
-from codec.errors import CodecError
+from toolcodec.errors import CodecError
 
 Phase = Literal["pre-parse", "fallback-reparse", "post-parse"]
 PHASES: tuple[Phase, ...] = get_args(Phase)

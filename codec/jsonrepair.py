@@ -2,7 +2,7 @@
 
 Valid JSON takes a fast path (``orjson``, then ``json``) and comes back untouched with no
 repairs. Anything else goes through an iterative reader (an explicit stack, so nesting depth
-costs memory, never the call stack) built on the token scanners in ``codec.jsonscan``. Every
+costs memory, never the call stack) built on the token scanners in ``toolcodec.jsonscan``. Every
 heuristic that changes something adds its id to ``repairs``; what cannot be read without
 guessing, arithmetic above all, is refused with a ``CodecError``. The ids and the rules are
 documented in ``docs/repairs-json.md``.
@@ -15,9 +15,8 @@ import re
 from typing import Any
 
 import orjson
-
-from codec import jsonscan as scan
-from codec.errors import (
+from toolcodec import jsonscan as scan
+from toolcodec.errors import (
     ARITHMETIC_EXPRESSION,
     INTERNAL_ERROR,
     INVALID_JSON,
@@ -25,9 +24,9 @@ from codec.errors import (
     PAYLOAD_TOO_LARGE,
     CodecError,
 )
-from codec.jsonscan import ScanFailure
-from codec.limits import DEFAULT_LIMITS, Limits
-from codec.result import RepairResult
+from toolcodec.jsonscan import ScanFailure
+from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.result import RepairResult
 
 __all__ = ["repair_json", "repair_json_prefix"]
 
@@ -157,7 +156,7 @@ def _encodable(text: str, result: RepairResult) -> RepairResult:
     """
     if not isinstance(text, str) or (text.isascii() and "\\u" not in text):
         return result
-    from codec.normalize import (
+    from toolcodec.normalize import (
         SURROGATE_REPLACED,
         replace_surrogates_in,
         replace_surrogates_in_errors,

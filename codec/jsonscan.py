@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from codec.errors import ARITHMETIC_EXPRESSION, INVALID_JSON
+from toolcodec.errors import ARITHMETIC_EXPRESSION, INVALID_JSON
 
 Repairs = dict[str, None]
 

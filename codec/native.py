@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from codec.errors import BAD_REQUEST, CodecError, json_kind
+from toolcodec.errors import BAD_REQUEST, CodecError, json_kind
 
 
 @dataclass(slots=True)

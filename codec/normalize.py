@@ -14,7 +14,7 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
-from codec.errors import CodecError
+from toolcodec.errors import CodecError
 
 BIDI_CONTROLS: frozenset[str] = frozenset(
     "\u200e\u200f"  # LEFT-TO-RIGHT MARK, RIGHT-TO-LEFT MARK

@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
-
-from codec.errors import CodecError
-from codec.normalize import (
+from toolcodec.errors import CodecError
+from toolcodec.normalize import (
     SURROGATE_REPLACED,
     replace_surrogates,
     replace_surrogates_in,

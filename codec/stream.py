@@ -1,11 +1,11 @@
 """``StreamDecoder``: tool calls out of a token stream, never stalling, identical to batch.
 
->>> s = codec.ToolCallCodec(tools=TOOLS).stream()
+>>> s = toolcodec.ToolCallCodec(tools=TOOLS).stream()
 >>> events = []
 >>> for chunk in chunks:                 # str pieces, or OpenAI chat.completion.chunk dicts
 ...     events += s.feed(chunk)
 >>> events += s.close()
->>> s.result()                          # == codec.decode(whole output)
+>>> s.result()                          # == toolcodec.decode(whole output)
 
 Events, in stream order:
 
@@ -40,10 +40,10 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from codec import native
-from codec.engine import BlockReady
-from codec.errors import BAD_REQUEST, INTERNAL_ERROR, CodecError
-from codec.result import DecodeResult, Span, encodable_result
+from toolcodec import native
+from toolcodec.engine import BlockReady
+from toolcodec.errors import BAD_REQUEST, INTERNAL_ERROR, CodecError
+from toolcodec.result import DecodeResult, Span, encodable_result
 
 Event = dict[str, Any]
 

@@ -3,7 +3,7 @@
 Call shapes: ``{"name", "arguments"|"parameters"}`` (keys in any order), ``{"function": {…}}``
 (the OpenAI ``{"type": "function", "function": …}`` form), ``{"tool_calls": [...]}``, or a
 non-empty list of these. Finding such values in prose is the engine's job
-(``codec.engine``): there a value is a call only when it is strict JSON, has a call shape,
+(``toolcodec.engine``): there a value is a call only when it is strict JSON, has a call shape,
 names registered tools and every call in it validates.
 """
 

@@ -11,8 +11,8 @@
 3. ``json`` — only when no envelope was found: strict JSON calls in prose.
 4. ``none`` — no calls.
 
-The text is read by ``codec.engine`` in one left-to-right pass that decides everything from
-a bounded window (or at the end), so that the streaming decoder (``codec.stream``), which feeds
+The text is read by ``toolcodec.engine`` in one left-to-right pass that decides everything from
+a bounded window (or at the end), so that the streaming decoder (``toolcodec.stream``), which feeds
 the same engine chunk by chunk, answers exactly what ``decode`` answers.
 
 Repair ids added here: ``xml.balance_tags`` (an envelope's close tag was missing or cut off),
@@ -44,11 +44,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
-
-from codec import envelopes, native
-from codec.assembly import Assembly
-from codec.envelopes import Block
-from codec.errors import (
+from toolcodec import envelopes, native
+from toolcodec.assembly import Assembly
+from toolcodec.envelopes import Block
+from toolcodec.errors import (
     BAD_REQUEST,
     INTERNAL_ERROR,
     INVALID_JSON,
@@ -56,8 +55,15 @@ from codec.errors import (
     UNKNOWN_TOOL,
     CodecError,
 )
-from codec.limits import DEFAULT_LIMITS, Limits
-from codec.result import Call, DecodeResult, Span, ValidationResult, encodable_result, unique_ids
+from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.result import (
+    Call,
+    DecodeResult,
+    Span,
+    ValidationResult,
+    encodable_result,
+    unique_ids,
+)
 
 RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
 # Calls decoded from one output at most: bounds the work a hostile or looping output can
@@ -103,7 +109,7 @@ class ToolCallCodec:
         reasoning models open it in the prompt): everything up to the first ``</think>`` is
         reasoning. Without it a stray ``</think>`` is ordinary text, so that prose is never
         held back waiting to learn whether it was reasoning.
-    :param formats: the format ids to read (``codec.formats.table.ALL_FORMATS``; default all
+    :param formats: the format ids to read (``toolcodec.formats.table.ALL_FORMATS``; default all
         of them, detected by their markers). Text in another format stays content. An unknown
         id raises ``ValueError``.
     """
@@ -113,7 +119,7 @@ class ToolCallCodec:
                  limits: Limits | dict[str, int] = DEFAULT_LIMITS,
                  starts_in_reasoning: bool = False,
                  formats: Iterable[str] | None = None) -> None:
-        from codec.tools import ToolRegistry
+        from toolcodec.tools import ToolRegistry
 
         self.registry = ToolRegistry.from_tools(tools)
         # Options may arrive as JSON (a job payload): accept {"max_chars": ...} for limits.
@@ -125,7 +131,7 @@ class ToolCallCodec:
         self.starts_in_reasoning = starts_in_reasoning
         self.max_calls = MAX_CALLS
         self.formats = _formats(formats)
-        from codec.engine import compile_openers
+        from toolcodec.engine import compile_openers
 
         self._openers = compile_openers(self.registry.names(), self.formats,
                                         _parameter_names(self.registry))
@@ -133,9 +139,9 @@ class ToolCallCodec:
 
     @property
     def pipeline(self) -> Any:
-        """The XML heuristic pipeline (built on first use so ``import codec`` stays cheap)."""
+        """The XML heuristic pipeline (built on first use so ``import toolcodec`` stays cheap)."""
         if self._pipeline is None:
-            from codec.xml_heuristics import default_pipeline
+            from toolcodec.xml_heuristics import default_pipeline
 
             base = self._pipeline_arg or default_pipeline()
             self._pipeline = base.with_added(self._heuristics) if self._heuristics else base
@@ -164,8 +170,8 @@ class ToolCallCodec:
 
     def stream(self, *, id_prefix: str | None = None) -> Any:
         """A ``codec.StreamDecoder`` for one streamed output, with this codec's tools and
-        options (see ``codec.stream``)."""
-        from codec.stream import StreamDecoder
+        options (see ``toolcodec.stream``)."""
+        from toolcodec.stream import StreamDecoder
 
         return StreamDecoder(self, id_prefix=id_prefix)
 
@@ -175,7 +181,7 @@ class ToolCallCodec:
 
     def _validate(self, name: str, arguments: Any, *,
                   text_values: bool = False) -> ValidationResult:
-        from codec.validation import validate_call
+        from toolcodec.validation import validate_call
 
         return validate_call(self.registry, name, arguments, nfkc_strings=self.nfkc_strings,
                              limits=self.limits, text_values=text_values)
@@ -189,8 +195,8 @@ class ToolCallCodec:
         return eng.result()
 
     def engine(self, *, native: bool = False, id_prefix: str = "") -> Any:
-        """A fresh decoding engine (``codec.engine``) for one output."""
-        from codec.engine import Engine, _Open
+        """A fresh decoding engine (``toolcodec.engine``) for one output."""
+        from toolcodec.engine import Engine, _Open
 
         eng = Engine(self, Assembly(""), native=native, id_prefix=id_prefix)
         if self.starts_in_reasoning:  # the chat template opened <think> in the prompt
@@ -282,7 +288,7 @@ class ToolCallCodec:
 
     def _marker_calls(self, marker: Any, payload: str, block: Block,
                       base: list[str]) -> tuple[list[Call], list[CodecError]]:
-        from codec.formats.table import strip_end_tokens
+        from toolcodec.formats.table import strip_end_tokens
 
         payload = strip_end_tokens(payload)  # only ever shortens the end: offsets hold
         body = marker.body
@@ -300,7 +306,7 @@ class ToolCallCodec:
     def _json_values(self, payload: str, base: list[str]) -> tuple[list[Call], list[CodecError]]:
         """One JSON call, a list of them, or several values in a row (``{…};{…}``, as Llama
         writes parallel calls), each read like an envelope's JSON."""
-        from codec.formats.mistral import json_end
+        from toolcodec.formats.mistral import json_end
 
         values, pos = [], _SEPARATORS.match(payload).end()
         while pos < len(payload) and payload[pos] in "{[" and len(values) <= MAX_CALLS:
@@ -319,7 +325,7 @@ class ToolCallCodec:
 
     def _read_calls(self, found: Any, base: list[str],
                     payload: str) -> tuple[list[Call], list[CodecError]]:
-        """Check and validate what a format reader found (``codec.formats``) in ``payload``."""
+        """Check and validate what a format reader found (``toolcodec.formats``) in ``payload``."""
         if found.errors:
             return [], list(found.errors)
         if len(found.calls) > MAX_CALLS:
@@ -361,7 +367,7 @@ class ToolCallCodec:
         if bare and self.registry.get(bare.group(1)) is not None:
             return "bare_tag", bare.group(1)  # <tool_call>NAME, then its parameters' tags
         if head[:1].isalpha() or head[:1] == "_":  # GLM: the tool's name, then its arguments
-            from codec.formats.glm import looks_like_body
+            from toolcodec.formats.glm import looks_like_body
 
             return ("glm" if looks_like_body(head) else "json"), None
         if not head.startswith("<"):
@@ -379,7 +385,7 @@ class ToolCallCodec:
         body = _tag_body(payload)
         if body.lstrip()[:1] in ("<", ""):
             return False
-        from codec.formats.yamlbody import looks_like_mapping
+        from toolcodec.formats.yamlbody import looks_like_mapping
 
         return looks_like_mapping(body)
 
@@ -409,7 +415,7 @@ class ToolCallCodec:
             return orjson.loads(payload), [], []  # the well-formed case, at C speed
         except orjson.JSONDecodeError:
             pass
-        from codec.jsonrepair import repair_json
+        from toolcodec.jsonrepair import repair_json
 
         res = repair_json(payload, limits=self.limits)
         if not res.ok:
@@ -422,7 +428,7 @@ class ToolCallCodec:
 
     def _xml_call(self, payload: str, fmt: str, tag: str | None,
                   base: list[str]) -> tuple[list[Call], list[CodecError]]:
-        from codec.xmlcall import decode_xml_call, split_functions
+        from toolcodec.xmlcall import decode_xml_call, split_functions
 
         parts = split_functions(payload) if fmt == "function" else [payload]
         if len(parts) > MAX_CALLS:
@@ -543,7 +549,7 @@ def _kimi_if_kimi(marker: Any, payload: str) -> Any:
     """``<|tool_call_begin|>`` is Kimi-K2's token and also DeepSeek's re-spelled by a server;
     a body with Kimi's argument token is Kimi's."""
     if marker.id == "deepseek" and "<|tool_call_argument_begin|>" in payload:
-        from codec.formats.table import MARKER_FORMATS
+        from toolcodec.formats.table import MARKER_FORMATS
 
         return next(f for f in MARKER_FORMATS if f.id == "kimi_k2" and f.keep_opener)
     return marker
@@ -570,7 +576,7 @@ def _parameter_names(registry: Any) -> dict[str, list[str]]:
 
 
 def _formats(formats: Iterable[str] | None) -> frozenset[str] | None:
-    from codec.formats.table import ALL_FORMATS
+    from toolcodec.formats.table import ALL_FORMATS
 
     if formats is None:
         return None
@@ -599,14 +605,14 @@ def _tag_body_span(payload: str) -> tuple[int, int]:
 
 def _read_format(reader: str, payload: str, block: Block, tag: str | None,
                  limits: Limits) -> Any:
-    """Run the ``codec.formats`` reader named ``reader`` on a block's body."""
+    """Run the ``toolcodec.formats`` reader named ``reader`` on a block's body."""
     closed = block.closed
     if reader == "pythonic":
-        from codec.formats import pythonic
+        from toolcodec.formats import pythonic
 
         return pythonic.read(payload, limits=limits)
     if reader == "yaml_tag":
-        from codec.formats import yamlbody
+        from toolcodec.formats import yamlbody
 
         start, end = _tag_body_span(payload)
         found = yamlbody.read(payload[start:end], name=tag or "", closed=closed)
@@ -615,13 +621,13 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
             found.repairs.append(BARE_TOOL_NAME)
         return found
     if reader == "harmony":
-        from codec.formats import harmony
+        from toolcodec.formats import harmony
 
         # a channel token in the header says nothing here; blanks keep the offsets
         blank = _HARMONY_CHANNEL.sub(lambda m: " " * len(m.group()), payload)
         return harmony.read(blank, closed=closed)
     if reader == "dsml":
-        from codec.formats import deepseek
+        from toolcodec.formats import deepseek
 
         return deepseek.read_dsml(payload, closed=closed)
     module = {"glm": "glm", "kimi": "kimi", "deepseek": "deepseek", "mistral": "mistral",
@@ -629,11 +635,11 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
               "minicpm": "minicpm"}[reader]
     from importlib import import_module
 
-    return import_module(f"codec.formats.{module}").read(payload, closed=closed)
+    return import_module(f"toolcodec.formats.{module}").read(payload, closed=closed)
 
 
 def _strip_bidi(text: str) -> tuple[str, bool]:
-    from codec.normalize import strip_bidi
+    from toolcodec.normalize import strip_bidi
 
     return strip_bidi(text)
 
@@ -678,7 +684,7 @@ def _relocate(errors: list[CodecError], offset: int, original: str | None) -> li
 def _before_stripping(original: str, position: int) -> int:
     """The offset in ``original`` of the character at ``position`` once bidi controls were
     removed from it."""
-    from codec.normalize import BIDI_CONTROLS
+    from toolcodec.normalize import BIDI_CONTROLS
 
     kept = 0
     for i, ch in enumerate(original):

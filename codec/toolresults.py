@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
-
-from codec.coerce import coerce_checked
-from codec.errors import BAD_REQUEST, SCHEMA_VIOLATION, CodecError
-from codec.jsonrepair import repair_json
-from codec.limits import DEFAULT_LIMITS, Limits
-from codec.tools import InvalidToolsError, ToolSpec, compile_schema
+from toolcodec.coerce import coerce_checked
+from toolcodec.errors import BAD_REQUEST, SCHEMA_VIOLATION, CodecError
+from toolcodec.jsonrepair import repair_json
+from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.tools import InvalidToolsError, ToolSpec, compile_schema
 
 Mode = Literal["structured", "repaired", "raw_text"]
 _OUTPUT_KEYS = ("output_schema", "outputSchema")

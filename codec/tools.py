@@ -17,9 +17,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
-
-from codec import schema_regex
-from codec.schema_fast import compile_check
+from toolcodec import schema_regex
+from toolcodec.schema_fast import compile_check
 
 _SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema")
 _EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -42,7 +41,7 @@ class ToolSpec:
     description: str
     schema: dict[str, Any]
     validator: Validator
-    # "valid for sure" for schemas in the common subset (``codec.schema_fast``), else None.
+    # "valid for sure" for schemas in the common subset (``toolcodec.schema_fast``), else None.
     fast_check: Callable[[Any], bool] | None = None
 
 
@@ -171,7 +170,7 @@ _STRICT_CLASSES: dict[type, type] = {}
 
 def _strict_class(base: type) -> type:
     """*base* with an ``integer`` type that excludes floats like ``5.0`` (and booleans), and
-    with its regex keywords evaluated by RE2 in linear time (``codec.schema_regex``)."""
+    with its regex keywords evaluated by RE2 in linear time (``toolcodec.schema_regex``)."""
     cls = _STRICT_CLASSES.get(base)
     if cls is None:
         checker = base.TYPE_CHECKER.redefine(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from codec.coerce import DECODE_JSON_STRING, coerce_checked
-from codec.errors import (
+from toolcodec.coerce import DECODE_JSON_STRING, coerce_checked
+from toolcodec.errors import (
     INVALID_JSON,
     NESTING_TOO_DEEP,
     SCHEMA_VIOLATION,
@@ -13,11 +13,11 @@ from codec.errors import (
     CodecError,
     json_kind,
 )
-from codec.jsonrepair import repair_json
-from codec.limits import DEFAULT_LIMITS, Limits
-from codec.normalize import NestingTooDeep, normalize_payload
-from codec.result import ValidationResult
-from codec.tools import ToolRegistry, ToolSpec
+from toolcodec.jsonrepair import repair_json
+from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.normalize import NestingTooDeep, normalize_payload
+from toolcodec.result import ValidationResult
+from toolcodec.tools import ToolRegistry, ToolSpec
 
 _MAX_ERRORS = 50  # one bad array of 10 000 items must not yield 10 000 errors
 _MAX_VALUE_REPR = 80

@@ -12,11 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-
-from codec.errors import INVALID_XML, CodecError
-from codec.heuristics import HeuristicContext, HeuristicResult, Phase, Pipeline
-from codec.limits import DEFAULT_LIMITS
-from codec.xmlscan import BARE_AMP_PATTERN, NAME_PATTERN, ScanOptions, find_missing_closes
+from toolcodec.errors import INVALID_XML, CodecError
+from toolcodec.heuristics import HeuristicContext, HeuristicResult, Phase, Pipeline
+from toolcodec.limits import DEFAULT_LIMITS
+from toolcodec.xmlscan import BARE_AMP_PATTERN, NAME_PATTERN, ScanOptions, find_missing_closes
 
 _CDATA_RE = re.compile(r"<!\[CDATA\[.*?(?:\]\]>|\Z)", re.DOTALL)
 _NAME = NAME_PATTERN
@@ -290,7 +289,7 @@ class SchemaCoerce:
         return ctx.meta.get("tool_spec") is not None and isinstance(ctx.parsed, dict)
 
     def run(self, ctx: HeuristicContext) -> HeuristicResult | None:
-        from codec.coerce import coerce_arguments  # late: a sibling module
+        from toolcodec.coerce import coerce_arguments  # late: a sibling module
 
         # coerce_arguments never mutates its input, so the pipeline's comparison sees changes.
         coerced, repairs = coerce_arguments(ctx.meta["tool_spec"], ctx.parsed, text_values=True,

@@ -27,11 +27,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from codec import errors as E
-from codec.errors import CodecError
-from codec.heuristics import HeuristicContext, Pipeline
-from codec.limits import DEFAULT_LIMITS, Limits
-from codec.xmlscan import TOO_DEEP, Element, ScanError, ScanOptions, ScanResult, Text, scan
+from toolcodec import errors as E
+from toolcodec.errors import CodecError
+from toolcodec.heuristics import HeuristicContext, Pipeline
+from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.xmlscan import TOO_DEEP, Element, ScanError, ScanOptions, ScanResult, Text, scan
 
 XmlFormat = Literal["function", "tool_tag", "tool_element"]
 FORMATS: tuple[str, ...] = ("function", "tool_tag", "tool_element")
@@ -149,9 +149,9 @@ def _finish(ctx: HeuristicContext, registry: Any) -> XmlCallResult:
 
 def _check(spec: Any, args: dict, warnings: list[str]) -> list[CodecError]:
     try:
-        from codec.validation import check_arguments  # late: a sibling module
+        from toolcodec.validation import check_arguments  # late: a sibling module
     except ImportError:
-        warnings.append("schema validation unavailable: codec.validation is missing")
+        warnings.append("schema validation unavailable: toolcodec.validation is missing")
         return []
     return list(check_arguments(spec, args))
 

@@ -19,7 +19,7 @@ unless it starts CDATA, their own close tag, or a tag named in ``ScanOptions.str
 (which means the raw element was never closed). References are still decoded there.
 
 ``ScanOptions.merge_text`` makes each run of text between two tags one :class:`Text`, its
-references decoded in bulk (what ``codec.xmlcall`` uses); :func:`find_missing_closes` is the
+references decoded in bulk (what ``toolcodec.xmlcall`` uses); :func:`find_missing_closes` is the
 scan that closes unclosed elements instead of stopping on them (what ``xml.balance_tags`` uses).
 
 The scanner is iterative (depth costs memory, not stack), linear in the input and never raises.
@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from codec.limits import DEFAULT_LIMITS
+from toolcodec.limits import DEFAULT_LIMITS
 
 # Error kinds. ``unclosed`` is the one the balancing heuristic can mend.
 UNCLOSED = "unclosed"  # an element is not closed where its parent ends (or at the end)

@@ -8,7 +8,8 @@
 
 ``python deploy/generate.py`` writes them; ``python deploy/generate.py --check`` exits 1 when a
 checked-in file differs from what would be generated (the tests run the same check). Every
-query may name only series toolcodec exports (``pool.metric_catalog``), the recording rules of
+query may name only series toolcodec exports (``toolcodec.pool.metric_catalog``), the
+recording rules of
 ``deploy/prometheus/rules``, or Prometheus' own ``up``/``process_*``.
 """
 

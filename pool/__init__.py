@@ -1,5 +1,5 @@
 """Dispatch codec jobs to worker processes or to Redis/RQ: ``from pool import Pool``."""
 
-from pool.api import Pool
+from toolcodec.pool.api import Pool
 
 __all__ = ["Pool"]

@@ -10,14 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
-
-from codec.errors import BAD_REQUEST
-from codec.limits import Limits
-from pool import door
-from worker.envelope import complete, error_envelope
-from worker.limits import ENV as LIMIT_ENV
-from worker.limits import operator_limits
-from worker.metrics import Metrics
+from toolcodec.errors import BAD_REQUEST
+from toolcodec.limits import Limits
+from toolcodec.pool import door
+from toolcodec.worker.envelope import complete, error_envelope
+from toolcodec.worker.limits import ENV as LIMIT_ENV
+from toolcodec.worker.limits import operator_limits
+from toolcodec.worker.metrics import Metrics
 
 BACKENDS = ("process", "rq")
 
@@ -28,7 +27,7 @@ class Backend(Protocol):
     ``Pool`` has already checked the op (a string), the payload's size and the budget
     (``timeout_ms``: None for the backend's default, else a positive finite number of
     milliseconds, at most one hour) before calling. A backend answers every call with a
-    complete envelope (``worker.envelope.complete``), counts it on its ``Metrics`` (label
+    complete envelope (``toolcodec.worker.envelope.complete``), counts it on its ``Metrics`` (label
     ``backend``) and never raises. Its constructor raises ``TypeError`` on an option it does
     not know. ``asubmit`` and ``map`` are optional: without them ``Pool`` runs ``submit``
     in threads.
@@ -173,10 +172,10 @@ class Pool:
 
     def stream(self, tools: list[dict] | None = None, *, timeout_ms: float | None = None,
                id_prefix: str | None = None, **options: Any) -> Any:
-        """An async stream decoder (``pool.stream.PoolStream``): ``await s.feed(chunk)``,
+        """An async stream decoder (``toolcodec.pool.stream.PoolStream``): ``await s.feed(chunk)``,
         ``await s.close()``, ``s.result()``; each completed tool-call block is decoded in a
         worker under ``timeout_ms`` (the pool's budget by default)."""
-        from pool.stream import PoolStream
+        from toolcodec.pool.stream import PoolStream
 
         return PoolStream(self, tools, timeout_ms=timeout_ms, id_prefix=id_prefix, **options)
 
@@ -226,13 +225,13 @@ def _make_backend(
     options: dict[str, Any],
 ) -> Backend:
     if backend == "process":
-        from pool.process import DEFAULT_QUEUE_SIZE, ProcessBackend
+        from toolcodec.pool.process import DEFAULT_QUEUE_SIZE, ProcessBackend
 
         size = DEFAULT_QUEUE_SIZE if queue_size is None else queue_size
         return ProcessBackend(
             workers=workers, timeout_ms=timeout_ms, queue_size=size, metrics=metrics, **options
         )
-    from pool.rq_backend import RQBackend  # needs redis; loaded only when asked for
+    from toolcodec.pool.rq_backend import RQBackend  # needs redis; loaded only when asked for
 
     if queue_size is not None:
         options.setdefault("max_queue", queue_size)

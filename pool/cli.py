@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-
-from pool.door import MAX_TIMEOUT_MS
+from toolcodec.pool.door import MAX_TIMEOUT_MS
 
 EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = 0, 1, 2
 
@@ -59,7 +58,7 @@ def _load_tools(path: str | None) -> list[dict[str, Any]] | None:
         tools = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise CliError(f"tools file {path} is not valid JSON: {exc}") from exc
-    from codec.tools import InvalidToolsError, ToolRegistry
+    from toolcodec.tools import InvalidToolsError, ToolRegistry
 
     if not isinstance(tools, list):
         raise CliError(f"tools file {path} must hold a JSON array of tool definitions")
@@ -89,12 +88,12 @@ def _print(result: dict[str, Any]) -> int:
 def _run_job(op: str, payload: dict[str, Any], args: argparse.Namespace) -> int:
     """Run one codec job in process or on the embedded process pool, print its result."""
     if args.in_process:
-        from worker.jobs import run_job
+        from toolcodec.worker.jobs import run_job
 
         deadline = time.time() + args.timeout_ms / 1000
         envelope = run_job({"id": "cli", "op": op, "payload": payload, "deadline": deadline})
     else:
-        from pool import Pool
+        from toolcodec.pool import Pool
 
         with Pool(backend="process", workers=1, timeout_ms=args.timeout_ms) as pool:
             envelope = pool.submit(op, payload)
@@ -107,7 +106,7 @@ def _run_job(op: str, payload: dict[str, Any], args: argparse.Namespace) -> int:
 
 
 def _format_list(value: str) -> list[str]:
-    from codec.formats.table import ALL_FORMATS
+    from toolcodec.formats.table import ALL_FORMATS
 
     chosen = [v.strip() for v in value.split(",") if v.strip()]
     unknown = [v for v in chosen if v not in ALL_FORMATS]
@@ -135,7 +134,7 @@ def _cmd_repair(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from worker.rq_worker import run
+    from toolcodec.worker.rq_worker import run
 
     return run(
         args.redis_url,
@@ -148,7 +147,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from pool.bench.cli import BenchUsageError, run
+    from toolcodec.pool.bench.cli import BenchUsageError, run
 
     try:
         return run(args)
@@ -221,7 +220,7 @@ def _serve_parser(sub: Any) -> None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from pool.serve import ServeConfig, run
+    from toolcodec.pool.service.server import ServeConfig, run
 
     key = None
     if args.upstream_key_env:
@@ -275,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: TOOLCODEC_MAX_DEPTH or 128; at most 200)")
 
     _serve_parser(sub)
-    from pool.bench.cli import add_parser as add_bench_parser
+    from toolcodec.pool.bench.cli import add_parser as add_bench_parser
 
     add_bench_parser(sub)
     return parser
@@ -287,7 +286,7 @@ def kindaxml_main(argv: list[str]) -> int:
     Prints ``json.dumps(result.to_dict(), ensure_ascii=False)`` and returns 0; a bad ``--tags``
     or an unreadable input prints a one-line error on stderr and returns 2.
     """
-    from codec.kindaxml import KindaXMLConfig, parse  # loaded for this sub-command only
+    from toolcodec.kindaxml import KindaXMLConfig, parse  # loaded for this sub-command only
 
     parser = argparse.ArgumentParser(
         prog="toolcodec kindaxml", description="Parse KindaXML annotations and print JSON."

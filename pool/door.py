@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from codec.errors import BAD_REQUEST, PAYLOAD_TOO_LARGE
-from codec.limits import Limits
-from worker.envelope import error_envelope
-from worker.limits import operator_limits
+from toolcodec.errors import BAD_REQUEST, PAYLOAD_TOO_LARGE
+from toolcodec.limits import Limits
+from toolcodec.worker.envelope import error_envelope
+from toolcodec.worker.limits import operator_limits
 
 # One hour: far beyond any sensible parse budget, and within what every wait primitive
 # (poll(2) in milliseconds as a C int, Redis PEXPIRE, threading timeouts) can take.

@@ -12,10 +12,10 @@ from prometheus_client import CollectorRegistry
 def exported_series() -> set[str]:
     """Sample names (``…_total``, ``…_bucket``, ``…_count``, ``…_sum``, gauges) of every
     toolcodec collector: the pool and workers, the HTTP service, the proxy, the retry helper."""
-    from pool.http_metrics import HttpMetrics
-    from pool.proxy import ProxyMetrics
-    from pool.retry import retries_counter
-    from worker.metrics import Metrics
+    from toolcodec.pool.proxy.chat import ProxyMetrics
+    from toolcodec.pool.retry import retries_counter
+    from toolcodec.pool.service.http_metrics import HttpMetrics
+    from toolcodec.worker.metrics import Metrics
 
     registry = CollectorRegistry()
     Metrics(registry)

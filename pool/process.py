@@ -27,16 +27,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
-
-from codec.errors import BAD_REQUEST, REJECTED, TIMEOUT, WORKER_LOST
-from codec.limits import Limits
-from pool.admission import Closed, QueueFull, Waiter, WorkerLine
-from pool.door import MAX_TIMEOUT_MS
-from worker.child import RUN_JOB_HANDLER, WorkerDied, WorkerProcess
-from worker.envelope import complete, error_envelope
-from worker.jobs import warm
-from worker.limits import ENV as LIMIT_ENV
-from worker.metrics import Metrics
+from toolcodec.errors import BAD_REQUEST, REJECTED, TIMEOUT, WORKER_LOST
+from toolcodec.limits import Limits
+from toolcodec.pool.admission import Closed, QueueFull, Waiter, WorkerLine
+from toolcodec.pool.door import MAX_TIMEOUT_MS
+from toolcodec.worker.child import RUN_JOB_HANDLER, WorkerDied, WorkerProcess
+from toolcodec.worker.envelope import complete, error_envelope
+from toolcodec.worker.jobs import warm
+from toolcodec.worker.limits import ENV as LIMIT_ENV
+from toolcodec.worker.metrics import Metrics
 
 BACKEND = "process"
 DEFAULT_QUEUE_SIZE = 1024

@@ -3,7 +3,7 @@
 ``decode_with_retry(generate, messages, tools=TOOLS)`` calls ``generate(messages)`` (the
 caller's model call: it returns the model's text or an OpenAI assistant message), decodes the
 answer, and — when decoding failed for a reason the model can fix — appends the assistant's
-answer and a feedback message (``codec.feedback``) and calls again, up to
+answer and a feedback message (``toolcodec.feedback``) and calls again, up to
 ``RetryPolicy.max_retries`` times. Every attempt is returned, so the caller can log or show
 them. ``adecode_with_retry`` is the same for an async ``generate``.
 
@@ -23,10 +23,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import toolcodec as codec
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
-
-import codec
-from codec.feedback import RETRYABLE_CODES, Feedback, build_feedback
+from toolcodec.feedback import RETRYABLE_CODES, Feedback, build_feedback
 
 Output = str | dict[str, Any]
 Style = Literal["openai", "anthropic", "hermes", "text"]

@@ -23,12 +23,11 @@ from typing import Any
 import redis
 from rq.job import Job, JobStatus
 from rq.utils import now
-
-from codec.errors import BACKEND_UNAVAILABLE, BAD_REQUEST, REJECTED, TIMEOUT
-from pool.door import check_budget
-from worker import rq_protocol as proto
-from worker.envelope import complete
-from worker.envelope import error_envelope as _error
+from toolcodec.errors import BACKEND_UNAVAILABLE, BAD_REQUEST, REJECTED, TIMEOUT
+from toolcodec.pool.door import check_budget
+from toolcodec.worker import rq_protocol as proto
+from toolcodec.worker.envelope import complete
+from toolcodec.worker.envelope import error_envelope as _error
 
 # KEYS: queue list, job hash, RQ's set of queues.
 # ARGV: max queue length, job TTL (ms), job id, queue key, then the hash's field/value pairs.
@@ -77,7 +76,7 @@ class RQBackend:
         (TLS) included.
     :param queue: RQ queue name the workers listen on.
     :param timeout_ms: default budget per call; it covers enqueue, queueing and the reply.
-    :param metrics: a :class:`worker.metrics.Metrics`; outcomes are counted as the caller
+    :param metrics: a :class:`toolcodec.worker.metrics.Metrics`; outcomes are counted as the caller
         saw them, with ``backend="rq"``.
     :param max_queue: jobs waiting in Redis beyond which ``submit`` answers ``rejected``.
     :param connect_timeout: seconds before an unreachable Redis is reported.

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from codec.engine import BlockReady
-from codec.errors import CodecError
-from codec.result import Call, DecodeResult
-from codec.stream import StreamDecoder
-from codec.toolcodec import codec_for
+from toolcodec.engine import BlockReady
+from toolcodec.errors import CodecError
+from toolcodec.result import Call, DecodeResult
+from toolcodec.stream import StreamDecoder
+from toolcodec.toolcodec import codec_for
 
 Event = dict[str, Any]
 

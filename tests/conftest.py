@@ -57,7 +57,8 @@ def queue_name() -> str:
 def start_rq_worker(
     redis_server: RedisServer, queue_name: str
 ) -> Iterator[Callable[..., WorkerProcessGroup]]:
-    """Start ``python -m worker.rq_worker`` (fault injection on); all are killed at teardown.
+    """Start ``python -m toolcodec.worker.rq_worker`` (fault injection on); all are killed at
+    teardown.
 
     ``start_rq_worker(concurrency=1, metrics=False, server=None, queue=None, launch=True)``
     returns the :class:`WorkerProcessGroup` (not yet started when ``launch`` is false); with

@@ -123,7 +123,7 @@ class RedisServer:
 
 
 class WorkerProcessGroup:
-    """``python -m worker.rq_worker`` in a subprocess, with fault injection enabled.
+    """``python -m toolcodec.worker.rq_worker`` in a subprocess, with fault injection enabled.
 
     ``start()`` returns once the worker registered itself in Redis; ``stop()`` sends SIGTERM,
     then SIGKILL to the whole process group (the worker's codec children included).
@@ -142,7 +142,7 @@ class WorkerProcessGroup:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 20.0) -> None:
-        cmd = [sys.executable, "-m", "worker.rq_worker", "--redis-url", self.redis_url,
+        cmd = [sys.executable, "-m", "toolcodec.worker.rq_worker", "--redis-url", self.redis_url,
                "--queue", self.queue, "--concurrency", str(self.concurrency)]
         if self.metrics_port is not None:
             cmd += ["--metrics-port", str(self.metrics_port)]
@@ -151,7 +151,7 @@ class WorkerProcessGroup:
 
     def wait_ready(self, timeout: float = 20.0) -> None:
         """Wait until ``concurrency`` workers are listening on the queue."""
-        from worker.rq_protocol import workers_key
+        from toolcodec.worker.rq_protocol import workers_key
 
         client = redis.Redis.from_url(self.redis_url, socket_connect_timeout=0.5)
         end = time.monotonic() + timeout

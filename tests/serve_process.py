@@ -17,12 +17,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class ServeProcess:
-    """``python -m pool.cli serve --port P *args``; ``url`` is its base URL."""
+    """``python -m toolcodec.pool.cli serve --port P *args``; ``url`` is its base URL."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.cmd = [sys.executable, "-m", "pool.cli", "serve", "--port", str(self.port), *args]
+        self.cmd = [sys.executable, "-m", "toolcodec.pool.cli", "serve", "--port", str(self.port),
+                    *args]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 

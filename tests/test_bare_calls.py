@@ -9,8 +9,8 @@ import random
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from toolcodec.toolcodec import ToolCallCodec
 
-from codec.toolcodec import ToolCallCodec
 from tests.test_stream import check, chunkings
 
 TOOLS = [

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-import codec
-from pool.bench import capacity, corpus, report
-from pool.bench.load import open_loop
-from pool.bench.targets import TargetConfig, make_target
+import toolcodec as codec
+from toolcodec.pool.bench import capacity, corpus, report
+from toolcodec.pool.bench.load import open_loop
+from toolcodec.pool.bench.targets import TargetConfig, make_target
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = capacity.Settings(slo_ms=50, duration=0.3, warmup=0.1, concurrency=4, bisect_steps=1)
@@ -212,12 +211,12 @@ def test_outputs_and_compare(tmp_path: Path) -> None:
 
 
 def test_cli_runs_and_reports_usage_errors(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "pool.cli", "bench", "capacity", "--target", "inprocess",
+    cmd = [sys.executable, "-m", "toolcodec.pool.cli", "bench", "capacity", "--target", "inprocess",
            "--duration", "0.2", "--corpus-size", "40", "--out", str(tmp_path), "--no-plots"]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "rate@SLO" in done.stdout and (tmp_path / "report.json").exists()
-    again = subprocess.run([sys.executable, "-m", "pool.cli", "bench", "compare",
+    again = subprocess.run([sys.executable, "-m", "toolcodec.pool.cli", "bench", "compare",
                             str(tmp_path / "report.json"), str(tmp_path / "report.json")],
                            cwd=REPO, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and "inprocess:" in again.stdout

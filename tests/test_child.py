@@ -1,4 +1,4 @@
-"""worker.child.WorkerProcess: real child processes fed over a pipe."""
+"""toolcodec.worker.child.WorkerProcess: real child processes fed over a pipe."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from worker.child import WorkerDied, WorkerProcess
-from worker.jobs import FAULT_ENV
+from toolcodec.worker.child import WorkerDied, WorkerProcess
+from toolcodec.worker.jobs import FAULT_ENV
 
 
 # Handlers the tests name by "tests.test_child:<function>"; the child runs them.

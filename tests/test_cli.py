@@ -15,7 +15,7 @@ EXAMPLES = ROOT / "examples"
 
 def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "pool.cli", *args],
+        [sys.executable, "-m", "toolcodec.pool.cli", *args],
         input=stdin,
         capture_output=True,
         cwd=ROOT,

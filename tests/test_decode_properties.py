@@ -5,10 +5,10 @@ from __future__ import annotations
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolcodec import errors
+from toolcodec.normalize import replace_surrogates
+from toolcodec.toolcodec import ToolCallCodec
 
-from codec import errors
-from codec.normalize import replace_surrogates
-from codec.toolcodec import ToolCallCodec
 from tests.test_decode import TOOLS
 
 OPEN_TOOL = {"name": "anything", "parameters": {"type": "object"}}

@@ -10,12 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
-
-from codec.limits import DEFAULT_LIMITS, Limits
-from pool import Pool
-from pool.door import MAX_TIMEOUT_MS, check_budget, payload_size
-from worker.jobs import run_job
-from worker.limits import LimitsError, job_limits, operator_limits
+from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.pool import Pool
+from toolcodec.pool.door import MAX_TIMEOUT_MS, check_budget, payload_size
+from toolcodec.worker.jobs import run_job
+from toolcodec.worker.limits import LimitsError, job_limits, operator_limits
 
 
 @pytest.fixture(scope="module")

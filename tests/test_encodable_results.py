@@ -7,11 +7,10 @@ UTF-8 cannot, so the codec replaces them with U+FFFD and says so.
 from __future__ import annotations
 
 import orjson
+import toolcodec as codec
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import codec
-from codec.kindaxml import parse as parse_kindaxml
+from toolcodec.kindaxml import parse as parse_kindaxml
 
 TOOLS = [{"name": "note", "parameters": {"type": "object", "properties": {"text": {}}}}]
 SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)

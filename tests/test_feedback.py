@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pydantic
 import pytest
+import toolcodec as codec
 from anthropic.types import TextBlockParam, ToolResultBlockParam
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessageParam
-
-import codec
-from codec import errors as E
-from codec.feedback import RETRYABLE_CODES, build_feedback
+from toolcodec import errors as E
+from toolcodec.feedback import RETRYABLE_CODES, build_feedback
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather",

@@ -4,8 +4,8 @@ envelope, and schemas wrapped the way the AI SDK serialises them."""
 from __future__ import annotations
 
 import pytest
+from toolcodec.toolcodec import ToolCallCodec
 
-from codec.toolcodec import ToolCallCodec
 from tests.test_bare_calls import calls, decoded
 
 

@@ -10,9 +10,9 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from toolcodec.formats.table import ALL_FORMATS, MARKER_FORMATS
+from toolcodec.toolcodec import ToolCallCodec
 
-from codec.formats.table import ALL_FORMATS, MARKER_FORMATS
-from codec.toolcodec import ToolCallCodec
 from tests.test_stream import check, chunkings
 
 TOOLS = [

@@ -1,4 +1,4 @@
-"""The body readers of ``codec.formats``: round trips from generated calls, every truncation,
+"""The body readers of ``toolcodec.formats``: round trips from generated calls, every truncation,
 worst-case inputs, and the refusals that keep a guess from becoming a call."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import orjson
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-
-from codec.formats import deepseek, glm, harmony, invoke, kimi, mistral, pythonic, yamlbody
-from codec.limits import Limits
+from toolcodec.formats import deepseek, glm, harmony, invoke, kimi, mistral, pythonic, yamlbody
+from toolcodec.limits import Limits
 
 NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,11}", fullmatch=True)
 KEYS = st.from_regex(r"[a-z][a-z0-9_]{0,9}", fullmatch=True).filter(

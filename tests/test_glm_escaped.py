@@ -10,10 +10,10 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from toolcodec.formats import glm
+from toolcodec.limits import Limits
+from toolcodec.toolcodec import ToolCallCodec
 
-from codec.formats import glm
-from codec.limits import Limits
-from codec.toolcodec import ToolCallCodec
 from tests.test_stream import check, chunkings
 
 TOOLS = [{"name": "todo_write", "parameters": {"type": "object", "properties": {

@@ -5,16 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-
-from codec.errors import INVALID_XML, CodecError
-from codec.heuristics import (
+from toolcodec.errors import INVALID_XML, CodecError
+from toolcodec.heuristics import (
     HeuristicContext,
     HeuristicResult,
     Pipeline,
     check_heuristic,
     same_value,
 )
-from codec.xml_heuristics import default_pipeline
+from toolcodec.xml_heuristics import default_pipeline
 
 
 @dataclass

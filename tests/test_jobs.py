@@ -1,4 +1,4 @@
-"""worker.jobs.run_job: the job -> envelope contract shared by both backends."""
+"""toolcodec.worker.jobs.run_job: the job -> envelope contract shared by both backends."""
 
 from __future__ import annotations
 
@@ -6,15 +6,14 @@ import time
 
 import orjson
 import pytest
+import toolcodec as codec
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import codec
-from codec.errors import ALL_CODES
-from codec.toolcodec import codec_for
-from worker import jobs
-from worker.faults import FAULT_OPS
-from worker.jobs import FAULT_ENV, run_job
+from toolcodec.errors import ALL_CODES
+from toolcodec.toolcodec import codec_for
+from toolcodec.worker import jobs
+from toolcodec.worker.faults import FAULT_OPS
+from toolcodec.worker.jobs import FAULT_ENV, run_job
 
 TOOLS = [
     {
@@ -227,7 +226,7 @@ def test_codec_options_are_json_values_only() -> None:
 
 
 def test_kindaxml_matches_the_parser_and_checks_its_config() -> None:
-    from codec import kindaxml
+    from toolcodec import kindaxml
 
     text = "<note>see <b>this</note>"
     config = {"case_sensitive_tags": True}

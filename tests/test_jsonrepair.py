@@ -1,12 +1,11 @@
-"""Unit tests for codec.jsonrepair: one or more cases per repair id and per error code."""
+"""Unit tests for toolcodec.jsonrepair: one or more cases per repair id and per error code."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
-
-from codec.jsonrepair import repair_json, repair_json_prefix
-from codec.limits import Limits
+from toolcodec.jsonrepair import repair_json, repair_json_prefix
+from toolcodec.limits import Limits
 
 # (input, expected value, exact repairs in order of first use)
 REPAIRS = [

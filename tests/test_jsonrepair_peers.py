@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from toolcodec.jsonrepair import repair_json
+from toolcodec.result import RepairResult
 
-from codec.jsonrepair import repair_json
-from codec.result import RepairResult
 from tests.peers import peer_file
 
 FILES = ("json_repair_cases.jsonl", "jsonrepair_js_cases.jsonl")

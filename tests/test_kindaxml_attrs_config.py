@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from codec.kindaxml import KindaXMLConfig, parse
-from codec.kindaxml.attrs import parse_attrs
-from codec.kindaxml.config import DEFAULT_RECOGNIZED_TAGS
+from toolcodec.kindaxml import KindaXMLConfig, parse
+from toolcodec.kindaxml.attrs import parse_attrs
+from toolcodec.kindaxml.config import DEFAULT_RECOGNIZED_TAGS
 
 
 def test_every_attribute_form():

@@ -1,4 +1,4 @@
-"""``pool.cli.kindaxml_main``: the ``toolcodec kindaxml`` sub-command."""
+"""``toolcodec.pool.cli.kindaxml_main``: the ``toolcodec kindaxml`` sub-command."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import io
 import json
 import sys
 
-from codec.kindaxml import parse
-from pool.cli import kindaxml_main as cli_main
+from toolcodec.kindaxml import parse
+from toolcodec.pool.cli import kindaxml_main as cli_main
 
 DOC = "We shipped last week <cite id=1> <note>Détails…</note>\n"
 

@@ -11,9 +11,8 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from codec.kindaxml import KindaXMLConfig, parse
-from codec.normalize import replace_surrogates
+from toolcodec.kindaxml import KindaXMLConfig, parse
+from toolcodec.normalize import replace_surrogates
 
 FRAGMENTS = [
     "<",

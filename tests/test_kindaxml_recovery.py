@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from codec.kindaxml import parse
+from toolcodec.kindaxml import parse
 
 
 def segs(result):

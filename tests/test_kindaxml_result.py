@@ -5,8 +5,7 @@ from __future__ import annotations
 import gc
 
 import pytest
-
-from codec.kindaxml import Annotation, ParseResult, Recovery, Segment, parse
+from toolcodec.kindaxml import Annotation, ParseResult, Recovery, Segment, parse
 
 DOC = "We shipped <cite id=1> <note>Details</note> <cite id=2/> end <b>x</b>\n<cite>"
 

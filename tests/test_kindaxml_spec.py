@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from codec.kindaxml import parse
+from toolcodec.kindaxml import parse
 
 
 def segs(result):

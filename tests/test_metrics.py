@@ -1,4 +1,4 @@
-"""worker.metrics.Metrics: the documented names, outcome mapping, repairs and decode paths."""
+"""toolcodec.worker.metrics.Metrics: documented names, outcome mapping, repairs and decode paths."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import threading
 
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
-
-from worker import metrics as names
-from worker.metrics import HELP, Metrics
+from toolcodec.worker import metrics as names
+from toolcodec.worker.metrics import HELP, Metrics
 
 
 @pytest.fixture

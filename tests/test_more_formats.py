@@ -11,9 +11,9 @@ import orjson
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from toolcodec import ToolCallCodec
+from toolcodec.formats import apertus, gemma, minicpm, step3
 
-from codec import ToolCallCodec
-from codec.formats import apertus, gemma, minicpm, step3
 from tests.test_stream import check, chunkings
 
 TOOLS = [

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from toolcodec import errors
+from toolcodec.native import read_message
+from toolcodec.toolcodec import ToolCallCodec
 
-from codec import errors
-from codec.native import read_message
-from codec.toolcodec import ToolCallCodec
 from tests.test_decode import TOOLS, calls, codes, hermes
 
 

@@ -6,8 +6,7 @@ import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from codec.normalize import BIDI_CONTROLS, normalize_payload, strip_bidi
+from toolcodec.normalize import BIDI_CONTROLS, normalize_payload, strip_bidi
 
 LISTED = (
     ["\u200e", "\u200f"]

@@ -20,9 +20,9 @@ import httpx
 import orjson
 import pytest
 import yaml
+from toolcodec.pool import Pool
+from toolcodec.pool.metric_catalog import exported_series
 
-from pool import Pool
-from pool.metric_catalog import exported_series
 from tests.redis_server import free_port
 from tests.serve_process import ServeProcess
 

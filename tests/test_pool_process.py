@@ -17,10 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
-
-from pool import Pool
-from pool.admission import WorkerLine
-from worker.jobs import FAULT_ENV
+from toolcodec.pool import Pool
+from toolcodec.pool.admission import WorkerLine
+from toolcodec.worker.jobs import FAULT_ENV
 
 SLOW = 60  # seconds a stuck job would run; far beyond any budget below
 LONG_MS = 20_000  # a budget no job here needs, however busy the machine
@@ -189,7 +188,7 @@ def test_codec_exception_is_internal_error(faults: None, registry: CollectorRegi
 
 
 def test_real_codec_ops_run_in_workers(pool: Pool) -> None:
-    import codec
+    import toolcodec as codec
 
     text = "{'city': 'Paris',}"
     out = pool.submit("repair", {"text": text})

@@ -7,10 +7,9 @@ import asyncio
 import random
 
 import pytest
+import toolcodec as codec
 from prometheus_client import CollectorRegistry
-
-import codec
-from pool import Pool
+from toolcodec.pool import Pool
 
 TOOLS = [{"name": "search", "parameters": {"type": "object", "properties": {
     "q": {"type": "string"}}, "required": ["q"]}}]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import redis
+from toolcodec.worker.rq_protocol import workers_key
 
 from tests.redis_server import INSTALL_HINT, RedisBinaryMissing, RedisServer, find_redis_server
-from worker.rq_protocol import workers_key
 
 pytestmark = pytest.mark.redis
 

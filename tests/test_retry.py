@@ -6,9 +6,8 @@ import asyncio
 
 import pytest
 from prometheus_client import CollectorRegistry
-
-from codec import errors as E
-from pool.retry import RetryPolicy, adecode_with_retry, decode_with_retry
+from toolcodec import errors as E
+from toolcodec.pool.retry import RetryPolicy, adecode_with_retry, decode_with_retry
 
 TOOLS = [{"name": "add", "parameters": {
     "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
@@ -119,7 +118,7 @@ def test_other_styles_append_one_feedback_message(style: str) -> None:
 
 
 def test_async_driver_with_a_real_pool() -> None:
-    from pool import Pool
+    from toolcodec.pool import Pool
 
     calls = 0
 

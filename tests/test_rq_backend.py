@@ -13,11 +13,11 @@ from collections import Counter
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
+from toolcodec.pool.rq_backend import RQBackend
+from toolcodec.worker import rq_protocol as proto
+from toolcodec.worker.metrics import Metrics
 
-from pool.rq_backend import RQBackend
 from tests.redis_server import RedisServer
-from worker import rq_protocol as proto
-from worker.metrics import Metrics
 
 pytestmark = pytest.mark.redis
 
@@ -258,7 +258,7 @@ def test_many_threads_get_no_spurious_timeouts(start_rq_worker, backend) -> None
 
 
 def test_asyncio_callers_share_the_loop(start_rq_worker, redis_server, queue_name) -> None:
-    api = pytest.importorskip("pool.api", reason="the Pool facade (pool/api.py) is not there yet")
+    from toolcodec.pool import api
     start_rq_worker(concurrency=2)
 
     async def main() -> list[dict]:
@@ -436,7 +436,7 @@ def test_the_worker_endpoint_describes_what_the_worker_measured(backend, start_r
                                   timeout=5).read().decode()
     helps = {line.split(" ")[2]: line.split(" ", 3)[3] for line in text.splitlines()
              if line.startswith("# HELP ")}
-    from worker.metrics import HELP, WORKER_HELP
+    from toolcodec.worker.metrics import HELP, WORKER_HELP
 
     for name, doc in WORKER_HELP.items():
         assert helps[name] == doc, name

@@ -1,12 +1,11 @@
-"""``codec.schema_fast``: never "valid" where the codec's jsonschema validator says invalid."""
+"""``toolcodec.schema_fast``: never "valid" where the codec's jsonschema validator says invalid."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-
-from codec.schema_fast import compile_check
-from codec.tools import ToolRegistry
+from toolcodec.schema_fast import compile_check
+from toolcodec.tools import ToolRegistry
 
 NAMES = ["a", "b", "c"]
 TYPES = ["string", "integer", "number", "boolean", "null", "array", "object"]

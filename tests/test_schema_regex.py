@@ -6,12 +6,11 @@ import re
 import threading
 
 import pytest
+import toolcodec as codec
 from hypothesis import given
 from hypothesis import strategies as st
-
-import codec
-from codec import schema_regex
-from codec.tools import InvalidToolsError, ToolRegistry
+from toolcodec import schema_regex
+from toolcodec.tools import InvalidToolsError, ToolRegistry
 
 EVIL = "^(a+)+$"
 

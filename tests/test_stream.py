@@ -12,13 +12,13 @@ import random
 
 import orjson
 import pytest
+import toolcodec as codec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolcodec.engine import compile_openers
+from toolcodec.formats.table import MARKER_FORMATS
+from toolcodec.toolcodec import ToolCallCodec
 
-import codec
-from codec.engine import compile_openers
-from codec.formats.table import MARKER_FORMATS
-from codec.toolcodec import ToolCallCodec
 from tests.peers import peer_file
 
 TOOLS = [
@@ -38,7 +38,7 @@ PIECES = [
     '{"name": "get_weather", "arguments": {"city": "Paris"}}', '{"name": "search", ',
     '"arguments": {"q": "x"}}', '{"name": "nope", "arguments": {}}', "```json\n", "```",
     "[TOOL_CALLS]", "<|python_tag|>", '{"city": "Rome", "days": 2,}', "\u200f", "\ud800",
-    # marker formats (codec.formats.table) and the bodies they hold
+    # marker formats (toolcodec.formats.table) and the bodies they hold
     "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
     "functions.search:0", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
     "<\uff5ctool\u2581calls\u2581begin\uff5c>", "<\uff5ctool\u2581call\u2581begin\uff5c>",
@@ -249,8 +249,7 @@ def test_content_deltas_equal_batch_of_the_assembled_message(pieces, rng) -> Non
 
 def test_events_become_openai_chunks_an_openai_client_accepts() -> None:
     from openai.types.chat import ChatCompletionChunk
-
-    from codec.openai_chunks import ChunkWriter
+    from toolcodec.openai_chunks import ChunkWriter
 
     text = ('<think>plan</think>Sure <tool_call>{"name": "search", "arguments": {"q": "x"}}'
             '</tool_call> and <tool_call>{"name": "nope", "arguments": {}}</tool_call>.')
@@ -270,7 +269,7 @@ def test_events_become_openai_chunks_an_openai_client_accepts() -> None:
 
 
 def test_final_reason_without_calls_keeps_the_upstream_reason() -> None:
-    from codec.openai_chunks import ChunkWriter
+    from toolcodec.openai_chunks import ChunkWriter
 
     assert ChunkWriter("a", "m", 1).final("length")["choices"][0]["finish_reason"] == "length"
     assert ChunkWriter("a", "m", 1).final("tool_calls")["choices"][0]["finish_reason"] == "stop"

@@ -1,14 +1,14 @@
-"""JSON calls in prose: the call shapes (``codec.textjson``) and how the engine finds them."""
+"""JSON calls in prose: the call shapes (``toolcodec.textjson``) and how the engine finds them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pytest
+from toolcodec.engine import MAX_CANDIDATES
+from toolcodec.textjson import call_pairs
+from toolcodec.toolcodec import ToolCallCodec
 
-from codec.engine import MAX_CANDIDATES
-from codec.textjson import call_pairs
-from codec.toolcodec import ToolCallCodec
 from tests.test_decode import TOOLS, calls
 
 

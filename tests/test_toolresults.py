@@ -6,9 +6,8 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from codec.toolresults import ResultSchemas, validate_result
-from codec.tools import InvalidToolsError
+from toolcodec.toolresults import ResultSchemas, validate_result
+from toolcodec.tools import InvalidToolsError
 
 WEATHER_OUT = {"type": "object", "properties": {"temp": {"type": "number"},
                                                 "sunny": {"type": "boolean"}},
@@ -92,8 +91,7 @@ def test_never_raises_and_always_encodes(output) -> None:
 
 def test_validate_result_op_through_the_pool_counts_tool_and_mode() -> None:
     from prometheus_client import CollectorRegistry
-
-    from pool import Pool
+    from toolcodec.pool import Pool
 
     registry = CollectorRegistry()
     with Pool("process", workers=1, timeout_ms=5000, registry=registry) as pool:

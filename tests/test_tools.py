@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from codec.tools import InvalidToolsError, ToolRegistry, ToolSpec
+from toolcodec.tools import InvalidToolsError, ToolRegistry, ToolSpec
 
 WEATHER_SCHEMA = {
     "type": "object",

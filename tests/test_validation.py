@@ -6,12 +6,11 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from codec import validation
-from codec.errors import CodecError
-from codec.result import RepairResult
-from codec.tools import ToolRegistry
-from codec.validation import check_arguments, validate_call
+from toolcodec import validation
+from toolcodec.errors import CodecError
+from toolcodec.result import RepairResult
+from toolcodec.tools import ToolRegistry
+from toolcodec.validation import check_arguments, validate_call
 
 WEATHER = {
     "type": "function",
@@ -129,7 +128,7 @@ def test_truncated_arguments_are_repaired_and_the_cut_is_named():
 
 
 def test_real_repairer_when_present():
-    jsonrepair = pytest.importorskip("codec.jsonrepair")
+    jsonrepair = pytest.importorskip("toolcodec.jsonrepair")
     assert jsonrepair.repair_json('{"a": 1,}').ok
     result = validate_call(REGISTRY, "get_weather", "{'city': 'Oslo', 'days': '3',}")
     assert result.ok and result.arguments == {"city": "Oslo", "days": 3}

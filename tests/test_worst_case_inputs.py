@@ -9,9 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
-import codec
-from codec import kindaxml
+import toolcodec as codec
+from toolcodec import kindaxml
 
 CLASSES = ["9", "a", " ", '"', "'", "\\", "{", "}", "[", "]", ",", ":", "<", ">", "&", "-", ".",
            "/", "*", "é", "\u200f", "\n", "<a>", "</a>", "<tool_call>", '{"a":', '"a",', "1,",

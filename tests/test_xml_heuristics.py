@@ -7,11 +7,10 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from codec.errors import INVALID_XML, CodecError
-from codec.heuristics import HeuristicContext
-from codec.tools import ToolRegistry
-from codec.xml_heuristics import (
+from toolcodec.errors import INVALID_XML, CodecError
+from toolcodec.heuristics import HeuristicContext
+from toolcodec.tools import ToolRegistry
+from toolcodec.xml_heuristics import (
     BalanceTags,
     DedupeTags,
     EscapeAmpersand,
@@ -22,7 +21,7 @@ from codec.xml_heuristics import (
     escape_bare_ampersands,
     escape_stray_lt,
 )
-from codec.xmlscan import NAME_PATTERN, ScanOptions, reference_length, scan, starts_tag
+from toolcodec.xmlscan import NAME_PATTERN, ScanOptions, reference_length, scan, starts_tag
 
 FAILED = [CodecError(INVALID_XML, "parse failed")]
 FUNCTION_OPTS = ScanOptions(
@@ -310,7 +309,7 @@ _ALARM = [{"name": "set_alarm", "parameters": {"type": "object", "properties": {
      {"volume": 42, "on": True}),
 ])
 def test_a_scalar_wrapped_in_one_element_is_unwrapped(text, expected):
-    from codec import decode
+    from toolcodec import decode
 
     result = decode(text, tools=_ALARM)
     assert result.ok and result.calls[0].arguments == expected
@@ -323,7 +322,7 @@ def test_a_scalar_wrapped_in_one_element_is_unwrapped(text, expected):
     "<set_alarm><volume><a>4</a><a>5</a></volume></set_alarm>",
 ])
 def test_only_one_element_around_a_wanted_scalar_is_unwrapped(text):
-    from codec import decode
+    from toolcodec import decode
 
     result = decode(text, tools=_ALARM)
     assert all("xml.unwrap_scalar" not in c.repairs for c in result.calls)

@@ -6,20 +6,19 @@ import orjson
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from codec.errors import (
+from toolcodec.errors import (
     INVALID_XML,
     NESTING_TOO_DEEP,
     PAYLOAD_TOO_LARGE,
     SCHEMA_VIOLATION,
     UNKNOWN_TOOL,
 )
-from codec.heuristics import Pipeline
-from codec.limits import Limits
-from codec.tools import ToolRegistry
-from codec.xml_heuristics import default_pipeline
-from codec.xmlcall import _join_text, decode_xml_call
-from codec.xmlscan import ScanOptions, scan
+from toolcodec.heuristics import Pipeline
+from toolcodec.limits import Limits
+from toolcodec.tools import ToolRegistry
+from toolcodec.xml_heuristics import default_pipeline
+from toolcodec.xmlcall import _join_text, decode_xml_call
+from toolcodec.xmlscan import ScanOptions, scan
 
 PIPELINE = default_pipeline()
 REGISTRY = ToolRegistry.from_tools(
@@ -469,7 +468,7 @@ def test_merged_text_trims_like_the_pieces(body, raw_text):
 
 
 def test_attributes_of_the_tool_tag_are_its_parameters():
-    from codec import decode as decode_text
+    from toolcodec import decode as decode_text
 
     tools = [{"name": "get_weather", "parameters": {"type": "object", "properties": {
         "city": {"type": "string"}, "days": {"type": "integer"}}}}]

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from codec import xmlscan as xs
-from codec.xmlscan import Element, ScanOptions, Text, line_col, scan, starts_tag
+from toolcodec import xmlscan as xs
+from toolcodec.xmlscan import Element, ScanOptions, Text, line_col, scan, starts_tag
 
 FUNCTION_OPTS = ScanOptions(
     raw_text=frozenset({"parameter"}), structural=frozenset({"parameter", "function"})

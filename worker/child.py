@@ -25,9 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-
-from codec.errors import BAD_REQUEST
-from worker.envelope import error_envelope, internal_error
+from toolcodec.errors import BAD_REQUEST
+from toolcodec.worker.envelope import error_envelope, internal_error
 
 Handler = Callable[[dict], dict]
 
@@ -58,7 +57,7 @@ def resolve_handler(ref: str) -> Handler:
 
 
 # The handler every toolcodec worker runs unless told otherwise (tests pass their own).
-RUN_JOB_HANDLER = "worker.jobs:run_job"
+RUN_JOB_HANDLER = "toolcodec.worker.jobs:run_job"
 
 
 class WorkerProcess:

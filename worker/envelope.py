@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from codec.errors import INTERNAL_ERROR, CodecError
+from toolcodec.errors import INTERNAL_ERROR, CodecError
 
 STATUSES = ("ok", "error", "timeout", "rejected", "worker_lost")
 

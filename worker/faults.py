@@ -1,6 +1,6 @@
 """Fault-injection ops for testing deadlines and crash handling.
 
-:mod:`worker.jobs` exposes them only when the worker's environment has
+:mod:`toolcodec.worker.jobs` exposes them only when the worker's environment has
 ``TOOLCODEC_FAULT_INJECTION=1``; they are never reachable in a normal deployment.
 """
 
@@ -11,7 +11,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from worker.envelope import BadRequest
+from toolcodec.worker.envelope import BadRequest
 
 MAX_SECONDS = 600.0
 

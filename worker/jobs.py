@@ -14,15 +14,15 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-import codec
-from codec.errors import BAD_REQUEST, TIMEOUT, json_kind
-from codec.limits import Limits
-from codec.toolcodec import ToolCallCodec, codec_for
-from codec.tools import InvalidToolsError
-from worker import faults
-from worker.envelope import BadRequest, envelope, error_envelope, internal_error
-from worker.limits import ENV as LIMIT_ENV
-from worker.limits import LimitsError, job_limits, operator_limits
+import toolcodec as codec
+from toolcodec.errors import BAD_REQUEST, TIMEOUT, json_kind
+from toolcodec.limits import Limits
+from toolcodec.toolcodec import ToolCallCodec, codec_for
+from toolcodec.tools import InvalidToolsError
+from toolcodec.worker import faults
+from toolcodec.worker.envelope import BadRequest, envelope, error_envelope, internal_error
+from toolcodec.worker.limits import ENV as LIMIT_ENV
+from toolcodec.worker.limits import LimitsError, job_limits, operator_limits
 
 FAULT_ENV = "TOOLCODEC_FAULT_INJECTION"
 # The ToolCallCodec options a payload may set, and their JSON types. Heuristics and pipelines
@@ -127,7 +127,7 @@ def _op_validate(payload: dict) -> dict:
 def _op_kindaxml(payload: dict) -> dict:
     text = _field(payload, "text", str)
     config = _field(payload, "config", dict, required=False) or {}
-    from codec import kindaxml  # imported on first use: optional part of the codec
+    from toolcodec import kindaxml  # imported on first use: optional part of the codec
 
     try:
         parsed_config = kindaxml.KindaXMLConfig(**config)
@@ -137,7 +137,7 @@ def _op_kindaxml(payload: dict) -> dict:
 
 
 def _op_decode_block(payload: dict) -> dict:
-    """One tool-call block of a stream, decoded on its own (``pool.stream``)."""
+    """One tool-call block of a stream, decoded on its own (``toolcodec.pool.stream``)."""
     text = _field(payload, "text", str)
     fmt = _field(payload, "fmt", str)
     body = _field(payload, "body", list)
@@ -158,7 +158,7 @@ def _op_decode_block(payload: dict) -> dict:
 
 
 def _op_validate_result(payload: dict) -> dict:
-    from codec.toolresults import ResultSchemas, validate_result
+    from toolcodec.toolresults import ResultSchemas, validate_result
 
     tool = _field(payload, "tool", str)
     if "output" not in payload:
@@ -266,6 +266,6 @@ def warm() -> None:
     try:
         codec_for(tools).decode(text)
         codec.repair_json(text)
-        from codec import kindaxml  # noqa: F401 - loaded for the kindaxml op
+        from toolcodec import kindaxml  # noqa: F401 - loaded for the kindaxml op
     except Exception:  # noqa: BLE001 - warm-up must never stop a pool from starting
         pass

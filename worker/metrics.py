@@ -288,8 +288,8 @@ _KNOWN_OPS: list[frozenset[str]] = []
 
 def _known_ops() -> frozenset[str]:
     if not _KNOWN_OPS:  # imported on first use: jobs imports the codec
-        from worker.faults import FAULT_OPS
-        from worker.jobs import OPS
+        from toolcodec.worker.faults import FAULT_OPS
+        from toolcodec.worker.jobs import OPS
 
         _KNOWN_OPS.append(frozenset(OPS) | frozenset(FAULT_OPS))
     return _KNOWN_OPS[0]

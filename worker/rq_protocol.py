@@ -1,8 +1,8 @@
-"""What the Redis caller (:mod:`pool.rq_backend`) and the RQ worker agree on.
+"""What the Redis caller (:mod:`toolcodec.pool.rq_backend`) and the RQ worker agree on.
 
 Jobs are ordinary RQ jobs: a ``rq:job:<id>`` hash written from :meth:`rq.job.Job.to_dict`
 with the JSON serializer, its id pushed on ``rq:queue:<name>``. The function is
-:func:`worker.jobs.run_job` and its one argument is the job dict
+:func:`toolcodec.worker.jobs.run_job` and its one argument is the job dict
 ``{"id", "op", "payload", "deadline"}`` (``deadline`` in absolute ``time.time()`` seconds).
 The hash also holds :data:`DEADLINE_FIELD`.
 ``job.meta["reply_to"]`` names the caller's reply list: the worker pushes
@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from rq.serializers import JSONSerializer
 
-RUN_JOB = "worker.jobs.run_job"
+RUN_JOB = "toolcodec.worker.jobs.run_job"
 SERIALIZER = JSONSerializer
 REPLY_PREFIX = "toolcodec:reply:"
 META_REPLY_TO = "reply_to"

@@ -1,7 +1,8 @@
 """``toolcodec worker``: RQ workers whose jobs run in supervised, SIGKILLable children.
 
 Each *lane* is a thread running an RQ :class:`~rq.SimpleWorker` subclass
-(:class:`ToolcodecWorker`) next to one long-lived :class:`worker.child.WorkerProcess`. RQ's
+(:class:`ToolcodecWorker`) next to one long-lived
+:class:`toolcodec.worker.child.WorkerProcess`. RQ's
 loop dequeues the job (BLMOVE + HGETALL of ``rq:job:<id>``); instead of running it in
 process, :meth:`ToolcodecWorker.execute_job` sends it to the child and waits on the pipe
 until the job's absolute deadline. At the deadline the child is SIGKILLed (C code
@@ -39,15 +40,14 @@ from rq.queue import Queue
 from rq.timeouts import TimerDeathPenalty
 from rq.utils import now
 from rq.worker import WorkerStatus
-
-from codec.errors import TIMEOUT, WORKER_LOST
-from worker import rq_protocol as proto
-from worker.child import WorkerDied, WorkerProcess
-from worker.envelope import error_envelope
-from worker.jobs import warm
-from worker.limits import ENV as ENV_LIMITS
-from worker.limits import LimitsError, operator_limits
-from worker.metrics import Metrics
+from toolcodec.errors import TIMEOUT, WORKER_LOST
+from toolcodec.worker import rq_protocol as proto
+from toolcodec.worker.child import WorkerDied, WorkerProcess
+from toolcodec.worker.envelope import error_envelope
+from toolcodec.worker.jobs import warm
+from toolcodec.worker.limits import ENV as ENV_LIMITS
+from toolcodec.worker.limits import LimitsError, operator_limits
+from toolcodec.worker.metrics import Metrics
 
 log = logging.getLogger("toolcodec.worker")
 
@@ -503,7 +503,7 @@ def run(redis_url: str, queue: str = "toolcodec", concurrency: int | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m worker.rq_worker --redis-url URL [--queue Q] [--concurrency N]``."""
+    """``python -m toolcodec.worker.rq_worker --redis-url URL [--queue Q] [--concurrency N]``."""
     parser = argparse.ArgumentParser(prog="toolcodec worker", description=__doc__.split("\n")[0])
     parser.add_argument("--redis-url", required=True)
     parser.add_argument("--queue", default="toolcodec")

@@ -1,7 +1,7 @@
 """Body readers for the tool-call formats of model families that mark calls with special tokens
 or write them as Python calls.
 
-The engine (``codec.engine``) finds where a block of one of these formats starts and ends (its
+The engine (``toolcodec.engine``) finds where a block of one of these formats starts and ends (its
 markers); a reader turns the block's *body* into raw ``(name, arguments)`` pairs. The codec then
 checks the names against the tool set and validates and coerces the arguments, as for every
 other format. Readers are pure and linear in the body's length, and never raise.
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from codec.errors import CodecError
+from toolcodec.errors import CodecError
 
 
 @dataclass(slots=True)

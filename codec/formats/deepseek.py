@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from codec.errors import INVALID_JSON, CodecError
-from codec.formats import FormatRead, invoke
+from toolcodec.errors import INVALID_JSON, CodecError
+from toolcodec.formats import FormatRead, invoke
 
 
 def _token(name: str) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from codec.errors import INVALID_XML, CodecError
-from codec.formats import FormatRead
+from toolcodec.errors import INVALID_XML, CodecError
+from toolcodec.formats import FormatRead
 
 # Blanks between the parts; also written as the two characters ``\n`` (``\r``, ``\t``) by a
 # server that escaped the whole output once more (``glm.escaped_layout``).

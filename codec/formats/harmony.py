@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from codec.errors import INVALID_JSON, CodecError
-from codec.formats import FormatRead
+from toolcodec.errors import INVALID_JSON, CodecError
+from toolcodec.formats import FormatRead
 
 _RECIPIENT = re.compile(r"[ \t]*(?:functions\.)?([A-Za-z_][\w.\-]*)")
 MESSAGE = "<|message|>"

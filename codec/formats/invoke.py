@@ -14,9 +14,8 @@ from functools import lru_cache
 from typing import Any
 
 import orjson
-
-from codec.errors import INVALID_XML, CodecError
-from codec.formats import FormatRead
+from toolcodec.errors import INVALID_XML, CodecError
+from toolcodec.formats import FormatRead
 
 _BLANK = re.compile(r"[ \t\r\n]*")
 DSML = "\uff5cDSML\uff5c"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from codec.errors import INVALID_JSON, CodecError
-from codec.formats import FormatRead
+from toolcodec.errors import INVALID_JSON, CodecError
+from toolcodec.formats import FormatRead
 
 CALL_BEGIN = "<|tool_call_begin|>"
 CALL_END = "<|tool_call_end|>"

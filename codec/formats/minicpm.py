@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from codec.errors import INVALID_XML, CodecError
-from codec.formats import FormatRead
+from toolcodec.errors import INVALID_XML, CodecError
+from toolcodec.formats import FormatRead
 
 _BLANK = re.compile(r"[ \t\r\n]*")
 _OPEN = re.compile(r"<function\s+name\s*=\s*([\"'])([^\"'<>]*)\1\s*>")

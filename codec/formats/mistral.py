@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from codec.errors import INVALID_JSON, CodecError
-from codec.formats import FormatRead
+from toolcodec.errors import INVALID_JSON, CodecError
+from toolcodec.formats import FormatRead
 
 _HEAD = re.compile(r"[ \t\r\n]*([A-Za-z_][\w.\-]*)[ \t]*(?:\[CALL_ID\][ \t]*[\w\-]*[ \t]*)?"
                    r"(?:\[ARGS\])?[ \t\r\n]*(?=[{\[])")

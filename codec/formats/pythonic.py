@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from codec.errors import INVALID_JSON, NESTING_TOO_DEEP, CodecError
-from codec.formats import FormatRead
-from codec.jsonscan import to_number
-from codec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.errors import INVALID_JSON, NESTING_TOO_DEEP, CodecError
+from toolcodec.formats import FormatRead
+from toolcodec.jsonscan import to_number
+from toolcodec.limits import DEFAULT_LIMITS, Limits
 
 CLOSE_BRACKETS = "pythonic.close_brackets"
 RAW_NEWLINE = "pythonic.raw_newline"  # a line break inside a '…' string (Python wants \n)

@@ -4,7 +4,8 @@ where INVOKE is ``<steptml:invoke name="NAME">…</steptml:invoke>`` holding
 ``<steptml:parameter name="K">V</steptml:parameter>`` elements.
 
 Blanks are allowed between the parts; the ``function<｜tool_sep｜>`` head may be missing, and a
-``<｜tool_sep｜>`` between two calls is skipped. The invokes are read by ``codec.formats.invoke``;
+``<｜tool_sep｜>`` between two calls is skipped. The invokes are read by
+``toolcodec.formats.invoke``;
 values are raw text without the blanks around it, typed by the schema. When the output ends in
 the last call right after a complete parameter, that call's invoke ends there. Errors are
 ``invalid_xml`` with ``position`` in the body.
@@ -15,8 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from codec.errors import INVALID_XML, CodecError
-from codec.formats import FormatRead, invoke
+from toolcodec.errors import INVALID_XML, CodecError
+from toolcodec.formats import FormatRead, invoke
 
 BAR = "\uff5c"
 CALL_BEGIN = f"<{BAR}tool_call_begin{BAR}>"

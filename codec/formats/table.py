@@ -18,7 +18,7 @@ class MarkerFormat:
 
     ``body`` names the reader: ``"json"`` (the codec's JSON path: one call or a list),
     ``"json_or_pythonic"`` (JSON if the body starts with ``{``/``[{``, else Python calls), or a
-    module of ``codec.formats``. With ``keep_opener`` the opener is part of the body (a call
+    module of ``toolcodec.formats``. With ``keep_opener`` the opener is part of the body (a call
     token seen without its section token). With ``next_opener_ends`` a new opener of the same
     format ends the block. ``open_ended`` formats have no end token at all: the end of the
     generation ends them and is not a repair. ``needs_body`` openers that are ordinary words

@@ -1,6 +1,6 @@
 """KindaXML: a tolerant, XML-like annotation language with deterministic recovery.
 
->>> from codec.kindaxml import parse
+>>> from toolcodec.kindaxml import parse
 >>> r = parse('We shipped <cite id="1">last week</cite>.', recognized_tags={"cite"})
 >>> [(s.text, [a.tag for a in s.annotations]) for s in r.segments]
 [('We shipped ', []), ('last week', ['cite']), ('.', [])]
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from codec.kindaxml.config import KindaXMLConfig, build_config
-from codec.kindaxml.output import Annotation, Marker, ParseResult, Recovery, Segment
-from codec.kindaxml.parser import Parser
-from codec.normalize import first_surrogate, replace_surrogates
+from toolcodec.kindaxml.config import KindaXMLConfig, build_config
+from toolcodec.kindaxml.output import Annotation, Marker, ParseResult, Recovery, Segment
+from toolcodec.kindaxml.parser import Parser
+from toolcodec.normalize import first_surrogate, replace_surrogates
 
 _SURROGATES_MESSAGE = "lone surrogates were replaced by U+FFFD"
 

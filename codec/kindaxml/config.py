@@ -87,7 +87,7 @@ def _flag(key: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class KindaXMLConfig:
-    """How :func:`codec.kindaxml.parse` reads a document. Keyword names follow spec §12.
+    """How :func:`toolcodec.kindaxml.parse` reads a document. Keyword names follow spec §12.
 
     ``recognized_tags``: tag names that carry meaning; ``None`` recognises every well-formed
     name. ``unknown_mode``: what other tags become (``passthrough`` keeps them as literal

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from codec.kindaxml.columns import Columns
+from toolcodec.kindaxml.columns import Columns
 
 
 class Annotation(NamedTuple):
@@ -92,7 +92,7 @@ class Segment(NamedTuple):
 
 
 class ParseResult:
-    """What :func:`codec.kindaxml.parse` returns; ``to_dict`` gives plain JSON data.
+    """What :func:`toolcodec.kindaxml.parse` returns; ``to_dict`` gives plain JSON data.
 
     ``segments`` tile ``text`` in order. ``annotations`` lists every non-empty span once,
     ``markers`` every zero-width annotation, ``recoveries`` every guess the parser made.

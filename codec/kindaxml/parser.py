@@ -15,12 +15,12 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-from codec.kindaxml import attrs as attr_reasons
-from codec.kindaxml.attrs import parse_attrs
-from codec.kindaxml.columns import Columns
-from codec.kindaxml.config import KindaXMLConfig
-from codec.kindaxml.spans import Lookahead, resolve, trim
-from codec.kindaxml.tokenizer import CDATA, END, START, TEXT, Token, tokenize
+from toolcodec.kindaxml import attrs as attr_reasons
+from toolcodec.kindaxml.attrs import parse_attrs
+from toolcodec.kindaxml.columns import Columns
+from toolcodec.kindaxml.config import KindaXMLConfig
+from toolcodec.kindaxml.spans import Lookahead, resolve, trim
+from toolcodec.kindaxml.tokenizer import CDATA, END, START, TEXT, Token, tokenize
 
 AUTOCLOSED = "autoclosed"
 UNCLOSED_AT_END = "unclosed_at_end"

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from codec.kindaxml.config import TAG_NAME
+from toolcodec.kindaxml.config import TAG_NAME
 
 TEXT = "text"
 START = "start"

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pool.bench.corpus import CorpusItem
-from pool.bench.load import RateResult, closed_loop, open_loop
-from pool.bench.targets import Target
+from toolcodec.pool.bench.corpus import CorpusItem
+from toolcodec.pool.bench.load import RateResult, closed_loop, open_loop
+from toolcodec.pool.bench.targets import Target
 
 SWEEP = (0.1, 0.3, 0.5, 0.7, 0.85, 1.0, 1.2)
 

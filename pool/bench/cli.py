@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
-from pool.bench import capacity, corpus, report
-from pool.bench.targets import TARGETS, TargetConfig, make_target
+from toolcodec.pool.bench import capacity, corpus, report
+from toolcodec.pool.bench.targets import TARGETS, TargetConfig, make_target
 
 
 class BenchUsageError(Exception):

@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
-
-from pool.bench.corpus import CorpusItem
-from pool.bench.targets import Target
+from toolcodec.pool.bench.corpus import CorpusItem
+from toolcodec.pool.bench.targets import Target
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 _HIGHEST_US = 120_000_000  # 2 minutes: anything slower is recorded as that

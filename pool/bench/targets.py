@@ -56,7 +56,7 @@ def make_target(config: TargetConfig) -> Target:
 
 def _run_job(op: str, payload: dict[str, Any]) -> str:
     """The job function of the in-process and executor targets (top level: picklable)."""
-    from worker.jobs import run_job
+    from toolcodec.worker.jobs import run_job
 
     job = {"id": "bench", "op": op, "payload": payload, "deadline": time.time() + 3600}
     return run_job(job)["status"]
@@ -92,8 +92,7 @@ class _ExecutorTarget:
 class _PoolTarget:
     def __init__(self, config: TargetConfig) -> None:
         from prometheus_client import CollectorRegistry
-
-        from pool import Pool
+        from toolcodec.pool import Pool
 
         self.name = config.name
         options: dict[str, Any] = {}

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from codec.toolcodec import ToolCallCodec  # noqa: E402
+from toolcodec.toolcodec import ToolCallCodec  # noqa: E402
 
 SCHEMA = {
     "type": "object",

@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ["TOOLCODEC_FAULT_INJECTION"] = "1"  # inherited by the pool's worker processes
 
-from pool.process import ProcessBackend  # noqa: E402
-from pool.rq_backend import RQBackend  # noqa: E402
+from toolcodec.pool.process import ProcessBackend  # noqa: E402
+from toolcodec.pool.rq_backend import RQBackend  # noqa: E402
+
 from tests.benchmarks.bench_pool_rq import PAYLOAD  # noqa: E402
 from tests.benchmarks.timing import drive  # noqa: E402
 from tests.redis_server import RedisServer, WorkerProcessGroup  # noqa: E402

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from codec.kindaxml import KindaXMLConfig, parse  # noqa: E402
+from toolcodec.kindaxml import KindaXMLConfig, parse  # noqa: E402
 
 TARGET_RATIO = 12.0
 SMALL, LARGE = 100_000, 1_000_000

@@ -31,10 +31,10 @@ os.environ["TOOLCODEC_FAULT_INJECTION"] = "1"  # for the _sleep job; inherited b
 import multiprocessing  # noqa: E402
 
 from prometheus_client import CollectorRegistry  # noqa: E402
+from toolcodec.pool import Pool  # noqa: E402
+from toolcodec.worker.jobs import run_job, warm  # noqa: E402
 
-from pool import Pool  # noqa: E402
 from tests.benchmarks.timing import drive  # noqa: E402
-from worker.jobs import run_job, warm  # noqa: E402
 
 TEXT = (
     "Let me check the weather for you.\n<tool_call>\n"

@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 from rq import Queue  # noqa: E402
+from toolcodec.pool.rq_backend import RQBackend  # noqa: E402
 
-from pool.rq_backend import RQBackend  # noqa: E402
 from tests.benchmarks.timing import drive  # noqa: E402
 from tests.redis_server import RedisServer, WorkerProcessGroup  # noqa: E402
 
@@ -77,7 +77,7 @@ def stop_plain(procs: list[subprocess.Popen]) -> None:
 def plain_call(queue: Queue):
     def call() -> str:
         job = {"id": "bench", "op": "decode", "payload": PAYLOAD, "deadline": time.time() + 5}
-        rq_job = queue.enqueue("worker.jobs.run_job", job)
+        rq_job = queue.enqueue("toolcodec.worker.jobs.run_job", job)
         result = rq_job.latest_result(timeout=5)
         return result.return_value["status"] if result and result.return_value else "lost"
     return call

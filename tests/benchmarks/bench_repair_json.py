@@ -15,8 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from codec.jsonrepair import repair_json  # noqa: E402
-from codec.limits import Limits  # noqa: E402
+from toolcodec.jsonrepair import repair_json  # noqa: E402
+from toolcodec.limits import Limits  # noqa: E402
+
 from tests.benchmarks.timing import best  # noqa: E402
 
 try:

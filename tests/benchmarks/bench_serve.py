@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import orjson  # noqa: E402
+from toolcodec.pool import Pool  # noqa: E402
 
-from pool import Pool  # noqa: E402
 from tests.benchmarks.bench_stream import hermes_1kb  # noqa: E402
 from tests.benchmarks.timing import drive  # noqa: E402
 from tests.serve_process import ServeProcess  # noqa: E402

@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from codec.toolcodec import ToolCallCodec  # noqa: E402
+from toolcodec.toolcodec import ToolCallCodec  # noqa: E402
+
 from tests.benchmarks.timing import best  # noqa: E402
 
 TOOLS = [{"name": "get_weather", "parameters": {"type": "object", "properties": {

@@ -15,10 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from codec.limits import Limits  # noqa: E402
-from codec.tools import ToolRegistry  # noqa: E402
-from codec.xml_heuristics import default_pipeline  # noqa: E402
-from codec.xmlcall import decode_xml_call  # noqa: E402
+from toolcodec.limits import Limits  # noqa: E402
+from toolcodec.tools import ToolRegistry  # noqa: E402
+from toolcodec.xml_heuristics import default_pipeline  # noqa: E402
+from toolcodec.xmlcall import decode_xml_call  # noqa: E402
+
 from tests.benchmarks.timing import best  # noqa: E402
 
 GROWTH_TARGET = 12.0

@@ -61,7 +61,7 @@ def tools_for(case: dict) -> list[dict]:
 
 
 def run_case(case: dict) -> Outcome:
-    import codec
+    import toolcodec as codec
 
     expected = [{"name": c["name"], "arguments": c.get("arguments") or {}}
                 for c in case.get("expected_calls") or []]

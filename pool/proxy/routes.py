@@ -8,8 +8,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
-
-from pool.proxy import ChatProxy
+from toolcodec.pool.proxy.chat import ChatProxy
 
 _JSON = "application/json"
 

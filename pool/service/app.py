@@ -23,12 +23,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-
-from codec.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
-from pool.http_metrics import HttpMetrics
-from worker.envelope import error_envelope
-from worker.faults import FAULT_OPS
-from worker.jobs import FAULT_ENV, OPS
+from toolcodec.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
+from toolcodec.pool.service.http_metrics import HttpMetrics
+from toolcodec.worker.envelope import error_envelope
+from toolcodec.worker.faults import FAULT_OPS
+from toolcodec.worker.jobs import FAULT_ENV, OPS
 
 MAX_BATCH = 256  # jobs in one /v1/batch request
 _STATUS = {"ok": 200, "timeout": 504, "rejected": 429, "worker_lost": 503}

@@ -28,10 +28,9 @@ from typing import Any
 import httpx
 import orjson
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
-
-from codec.errors import ALL_CODES
-from codec.tools import InvalidToolsError
-from pool.proxy_message import openai_message, unrepaired_natives
+from toolcodec.errors import ALL_CODES
+from toolcodec.pool.proxy.message import openai_message, unrepaired_natives
+from toolcodec.tools import InvalidToolsError
 
 REPORT_HEADER = "x-toolcodec-report"
 REPAIRS_HEADER = "x-toolcodec-repairs"
@@ -90,7 +89,7 @@ class UpstreamError(Exception):
 
 class ChatProxy:
     """Talks to upstream; decodes answers with a ``Pool`` (``decode`` jobs) and the stream
-    decoder. Framework-free: ``pool.serve`` wires it to routes."""
+    decoder. Framework-free: ``toolcodec.pool.service.server`` wires it to routes."""
 
     def __init__(self, config: ProxyConfig, pool: Any,
                  registry: CollectorRegistry | None = None) -> None:
@@ -127,7 +126,7 @@ class ChatProxy:
     def upstream_body(self, body: dict[str, Any]) -> dict[str, Any]:
         if not self.config.tools_as_prompt or not body.get("tools"):
             return body
-        from pool.proxy_prompt import tools_as_system_prompt
+        from toolcodec.pool.proxy.prompt import tools_as_system_prompt
 
         return tools_as_system_prompt(body)
 
@@ -201,7 +200,7 @@ class ChatProxy:
             return response.status_code, answer if isinstance(answer, dict) else {"error": {
                 "message": f"upstream answered {response.status_code}",
                 "type": "upstream_error", "code": "bad_upstream"}}
-        from pool.proxy_stream import relay
+        from toolcodec.pool.proxy.stream import relay
 
         return 200, relay(response, self, body, headers.get(REPORT_HEADER) == "1")
 

@@ -12,8 +12,7 @@ import time
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-
-from worker.metrics import BUCKETS
+from toolcodec.worker.metrics import BUCKETS
 
 HTTP_REQUESTS_TOTAL = "toolcodec_http_requests_total"
 HTTP_REQUEST_DURATION_SECONDS = "toolcodec_http_request_duration_seconds"

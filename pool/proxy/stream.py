@@ -1,8 +1,8 @@
-"""Relay an upstream SSE stream through the streaming decoder (see ``pool.proxy``).
+"""Relay an upstream SSE stream through the streaming decoder (see ``toolcodec.pool.proxy.chat``).
 
 Every upstream chunk is fed to a ``StreamDecoder`` as it arrives (content deltas through the
 text decoder, native ``tool_calls`` fragments gathered); what it releases goes to the client
-at once, as ``chat.completion.chunk`` deltas (``codec.openai_chunks.ChunkWriter``) that keep
+at once, as ``chat.completion.chunk`` deltas (``toolcodec.openai_chunks.ChunkWriter``) that keep
 the upstream's ``id``, ``model`` and ``created``. The stream always ends with
 ``data: [DONE]``: when upstream fails mid-way, what the decoder still holds is released, then
 an error chunk is sent.
@@ -16,9 +16,8 @@ from typing import Any
 
 import httpx
 import orjson
-
-from codec.openai_chunks import ChunkWriter
-from pool.proxy_message import call_id, unrepaired_natives
+from toolcodec.openai_chunks import ChunkWriter
+from toolcodec.pool.proxy.message import call_id, unrepaired_natives
 
 DONE = b"data: [DONE]\n\n"
 

@@ -1,4 +1,4 @@
-"""``toolcodec serve``: run the HTTP service (``pool.http_app``) on uvicorn.
+"""``toolcodec serve``: run the HTTP service (``toolcodec.pool.service.app``) on uvicorn.
 
 One server process: the event loop (uvloop, httptools) serves HTTP/1.1 with keep-alive and
 hands every job to the ``Pool``; the work runs in the pool's worker processes (or on the
@@ -19,9 +19,8 @@ from typing import Any
 
 import uvicorn
 from prometheus_client import REGISTRY
-
-from pool.api import Pool
-from pool.http_app import Service, build_app
+from toolcodec.pool.api import Pool
+from toolcodec.pool.service.app import Service, build_app
 
 
 @dataclass(slots=True)
@@ -79,8 +78,8 @@ def run(config: ServeConfig) -> int:
 def _proxy_routes(config: ServeConfig, pool: Pool, service: Service) -> tuple[list, Any]:
     if not config.upstream:
         return [], None
-    from pool.proxy import ChatProxy, ProxyConfig
-    from pool.proxy_http import proxy_routes
+    from toolcodec.pool.proxy.chat import ChatProxy, ProxyConfig
+    from toolcodec.pool.proxy.routes import proxy_routes
 
     proxy = ChatProxy(ProxyConfig(config.upstream, config.upstream_key,
                                   tools_as_prompt=config.tools_as_prompt,

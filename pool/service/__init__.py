@@ -1,0 +1,1 @@
+"""The HTTP service, ``toolcodec serve``: the pool over HTTP, and the proxy's routes beside it."""
