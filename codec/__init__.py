@@ -20,6 +20,8 @@ from toolcodec.errors import CodecError
 from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.result import Call, DecodeResult, RepairResult, ValidationResult
 
+__version__ = "0.2.0"
+
 _LAZY = {
     "ToolCallCodec": "toolcodec.toolcodec",
     "decode": "toolcodec.toolcodec",
@@ -35,6 +37,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "__version__",
     "DEFAULT_LIMITS",
     "Call",
     "CodecError",

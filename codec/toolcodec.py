@@ -750,13 +750,36 @@ def codec_for(tools: list[dict[str, Any]] | None, **options: Any) -> ToolCallCod
     return made
 
 
-def decode(text: str | dict[str, Any], tools: list[dict[str, Any]] | None = None,
-           **options: Any) -> DecodeResult:
-    """Decode with a cached codec for ``tools``; see ``ToolCallCodec.decode``."""
+def decode(text: str | dict[str, Any], tools: list[dict[str, Any]] | None = None, *,
+           heuristics: Iterable[Any] = (), pipeline: Any = None, nfkc_strings: bool = False,
+           limits: Limits | dict[str, int] = DEFAULT_LIMITS, starts_in_reasoning: bool = False,
+           formats: Iterable[str] | None = None) -> DecodeResult:
+    """Decode with a cached codec for ``tools``; see ``ToolCallCodec.decode``.
+
+    The keyword options are ``ToolCallCodec``'s, with the same meaning and defaults.
+    """
+    options = _given(heuristics=heuristics, pipeline=pipeline, nfkc_strings=nfkc_strings,
+                     limits=limits, starts_in_reasoning=starts_in_reasoning, formats=formats)
     return codec_for(tools, **options).decode(text)
 
 
-def validate(name: str, arguments: Any, tools: list[dict[str, Any]] | None = None,
-             **options: Any) -> ValidationResult:
-    """Validate one call with a cached codec for ``tools``; see ``ToolCallCodec.validate``."""
+def validate(name: str, arguments: Any, tools: list[dict[str, Any]] | None = None, *,
+             nfkc_strings: bool = False,
+             limits: Limits | dict[str, int] = DEFAULT_LIMITS) -> ValidationResult:
+    """Validate one call with a cached codec for ``tools``; see ``ToolCallCodec.validate``.
+
+    ``nfkc_strings`` and ``limits`` are ``ToolCallCodec``'s options (the others do not touch
+    validation).
+    """
+    options = _given(nfkc_strings=nfkc_strings, limits=limits)
     return codec_for(tools, **options).validate(name, arguments)
+
+
+_DEFAULTS: dict[str, Any] = {"heuristics": (), "pipeline": None, "nfkc_strings": False,
+                             "limits": DEFAULT_LIMITS, "starts_in_reasoning": False,
+                             "formats": None}
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options that differ from the defaults, so equal settings share one cached codec."""
+    return {k: v for k, v in options.items() if v is not _DEFAULTS[k] and v != _DEFAULTS[k]}

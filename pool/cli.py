@@ -241,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="toolcodec",
         description="Decode, repair and validate tool calls emitted by language models.",
     )
+    from toolcodec import __version__
+
+    parser.add_argument("--version", action="version", version=f"toolcodec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     decode = sub.add_parser("decode", help="decode tool calls from a model output")

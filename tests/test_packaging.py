@@ -1,0 +1,72 @@
+"""The distribution installs one import namespace, ``toolcodec``, into a fresh virtualenv.
+
+A wheel is built from this checkout and installed (without its dependencies, which the venv
+borrows from this interpreter's site-packages) into a new venv; its site-packages must then hold
+``toolcodec`` and its metadata and nothing named ``codec``, ``worker`` or ``pool``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The venv's directory, with the wheel built from this checkout installed."""
+    work = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(work / "dist"), str(ROOT)], check=True, cwd=work)
+    wheels = list((work / "dist").glob("toolcodec-*.whl"))
+    assert len(wheels) == 1, wheels
+    env = work / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env)
+    python = env / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                    "--no-deps", str(wheels[0])], check=True, cwd=work)
+    return env
+
+
+def _site_packages(env: Path) -> Path:
+    version = sysconfig.get_python_version()
+    return env / "lib" / f"python{version}" / "site-packages"
+
+
+def test_only_the_toolcodec_namespace_is_installed(installed: Path) -> None:
+    names = {p.name for p in _site_packages(installed).iterdir()}
+    ours = {n for n in names if n.lower().startswith("toolcodec")}
+    assert "toolcodec" in ours
+    assert {"codec", "worker", "pool"}.isdisjoint(names), sorted(names)
+    assert {n for n in ours if n != "toolcodec" and not n.endswith(".dist-info")} == set()
+
+
+def test_the_wheel_carries_every_subpackage_and_the_type_marker(installed: Path) -> None:
+    pkg = _site_packages(installed) / "toolcodec"
+    assert (pkg / "py.typed").is_file()
+    for sub in ("formats", "kindaxml", "worker", "pool", "pool/service", "pool/proxy",
+                "pool/bench"):
+        assert (pkg / sub / "__init__.py").is_file(), sub
+
+
+def test_the_installed_package_imports_and_reports_its_version(installed: Path,
+                                                                tmp_path: Path) -> None:
+    code = ("import importlib.util, toolcodec, toolcodec.pool, toolcodec.worker.jobs\n"
+            "assert toolcodec.__file__.startswith(%r), toolcodec.__file__\n"
+            "assert all(importlib.util.find_spec(n) is None for n in ('codec','worker','pool'))\n"
+            "print(toolcodec.__version__)\n") % str(installed)
+    # From an empty folder, so the checkout's own folders are not on sys.path.
+    out = subprocess.run([str(installed / "bin" / "python"), "-c", code], cwd=tmp_path,
+                         capture_output=True, text=True, check=True)
+    import toolcodec
+
+    assert out.stdout.strip() == toolcodec.__version__
+    cli = subprocess.run([str(installed / "bin" / "toolcodec"), "--version"], cwd=tmp_path,
+                         capture_output=True, text=True, check=True)
+    assert cli.stdout.strip() == f"toolcodec {toolcodec.__version__}"
