@@ -58,9 +58,9 @@ def test_the_wheel_carries_every_subpackage_and_the_type_marker(installed: Path)
 def test_the_installed_package_imports_and_reports_its_version(installed: Path,
                                                                 tmp_path: Path) -> None:
     code = ("import importlib.util, toolcodec, toolcodec.pool, toolcodec.worker.jobs\n"
-            "assert toolcodec.__file__.startswith(%r), toolcodec.__file__\n"
+            f"assert toolcodec.__file__.startswith({str(installed)!r}), toolcodec.__file__\n"
             "assert all(importlib.util.find_spec(n) is None for n in ('codec','worker','pool'))\n"
-            "print(toolcodec.__version__)\n") % str(installed)
+            "print(toolcodec.__version__)\n")
     # From an empty folder, so the checkout's own folders are not on sys.path.
     out = subprocess.run([str(installed / "bin" / "python"), "-c", code], cwd=tmp_path,
                          capture_output=True, text=True, check=True)
