@@ -187,3 +187,14 @@ def _eventually(predicate, timeout: float = 20.0) -> bool:
             return True
         time.sleep(0.05)
     return predicate()
+
+
+def test_serve_says_where_it_listens_once_it_is_ready() -> None:
+    srv = ServeProcess("--workers", "1", "--timeout-ms", "40").start()
+    try:
+        assert srv.proc is not None and srv.proc.stdout is not None
+        line = srv.proc.stdout.readline().decode().strip()
+        assert line == (f"toolcodec serve: ready on http://127.0.0.1:{srv.port} (backend process, "
+                        "1 worker process, job budget 40 ms, upstream none)")
+    finally:
+        srv.stop()

@@ -46,6 +46,7 @@ class Service:
         self.metrics = HttpMetrics(registry)
         self.ready = ready
         self.draining = False
+        self.upstream: str | None = None  # the proxy's model server, when there is one
         # The worker's op table; the fault-injection ops only where the operator enabled them.
         self.ops = frozenset(OPS) | (frozenset(FAULT_OPS) if os.environ.get(FAULT_ENV) == "1"
                                      else frozenset())

@@ -47,12 +47,31 @@ class _DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.service = service
 
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        if self.started:  # listening: say so once, so scripts and people know where and how
+            print(ready_line(self.config, self.service), flush=True)
+
     def handle_exit(self, sig: int, frame: Any) -> None:
         self.service.draining = True
         super().handle_exit(sig, frame)
         # uvicorn re-raises the signal after its shutdown, which would end the process with
         # -SIGTERM; a drained shutdown is a clean exit (0), after the pool is closed too.
         self._captured_signals.clear()
+
+
+def ready_line(uv: uvicorn.Config, service: Service) -> str:
+    """``toolcodec serve: ready on http://HOST:PORT (backend …, workers …, upstream …)``."""
+    pool = service.pool
+    if pool.backend == "process":
+        n = pool.impl.workers
+        workers = f"{n} worker process{'' if n == 1 else 'es'}"
+    else:
+        workers = f"RQ workers on queue {pool.impl.queue!r}"
+    upstream = service.upstream or "none"
+    host = f"[{uv.host}]" if ":" in uv.host else uv.host
+    return (f"toolcodec serve: ready on http://{host}:{uv.port} (backend {pool.backend}, "
+            f"{workers}, job budget {service.timeout_ms:g} ms, upstream {upstream})")
 
 
 def run(config: ServeConfig) -> int:
@@ -63,6 +82,7 @@ def run(config: ServeConfig) -> int:
     try:
         service = Service(pool, timeout_ms=config.timeout_ms, max_body=config.max_body,
                           registry=REGISTRY, ready=_readiness(pool, config))
+        service.upstream = config.upstream
         extra, proxy = _proxy_routes(config, pool, service)
         uv = uvicorn.Config(build_app(service, extra), host=config.host, port=config.port,
                             log_level="warning", access_log=False, lifespan="off",
