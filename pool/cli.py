@@ -94,8 +94,13 @@ def _run_job(op: str, payload: dict[str, Any], args: argparse.Namespace) -> int:
         envelope = run_job({"id": "cli", "op": op, "payload": payload, "deadline": deadline})
     else:
         from toolcodec.pool import Pool
+        from toolcodec.pool.door import default_max_payload_chars, payload_size
 
-        with Pool(backend="process", workers=1, timeout_ms=args.timeout_ms) as pool:
+        # The file is the user's own: carry all of it to the worker, so that both modes print
+        # the codec's answer (text past max_chars is kept as content with payload_too_large).
+        carry = max(default_max_payload_chars(), payload_size(payload, 10**12) + 1)
+        with Pool(backend="process", workers=1, timeout_ms=args.timeout_ms,
+                  max_payload_chars=carry) as pool:
             envelope = pool.submit(op, payload)
     if envelope["status"] != "ok":
         error = envelope.get("error") or {}
@@ -196,17 +201,35 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
 def _serve_parser(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the HTTP service (and, with --upstream, the "
                            "OpenAI-compatible repairing proxy)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=PORT, default=8080)
-    serve.add_argument("--backend", choices=("process", "rq"), default="process")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default: 127.0.0.1; 0.0.0.0 for all)")
+    serve.add_argument("--port", type=PORT, default=8080, help="port to listen on (default: 8080)")
+    serve.add_argument("--backend", choices=("process", "rq"), default="process",
+                       help="where jobs run: embedded worker processes (default) or Redis/RQ "
+                            "workers started with `toolcodec worker`")
     serve.add_argument("--workers", type=COUNT, default=None,
                        help="process backend: worker processes (default: CPU count)")
-    serve.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
-    serve.add_argument("--queue", default="toolcodec")
+    serve.add_argument("--redis-url", default="redis://127.0.0.1:6379/0",
+                       help="rq backend: the Redis the workers read (default: %(default)s)")
+    serve.add_argument("--queue", default="toolcodec",
+                       help="rq backend: queue name (default: toolcodec)")
     serve.add_argument("--timeout-ms", type=timeout_ms, default=50.0,
                        help="job budget; a request may only lower it (default: 50)")
+    serve.add_argument("--max-chars", type=_bounded_int(1, 10**12), default=None,
+                       help="process backend: the most characters the codec parses in one job; "
+                            "longer text is answered like the library answers it (200, "
+                            "payload_too_large in the result, the text kept as content) "
+                            "(default: TOOLCODEC_MAX_CHARS or 8000000)")
+    serve.add_argument("--max-depth", type=_bounded_int(1, 200), default=None,
+                       help="process backend: the deepest nesting the codec reads "
+                            "(default: TOOLCODEC_MAX_DEPTH or 128)")
+    serve.add_argument("--max-payload-chars", type=_bounded_int(1, 10**12), default=None,
+                       help="a job payload with more characters is answered 413 "
+                            "payload_too_large, never carried to a worker "
+                            "(default: the max-chars ceiling + 1000000 for tools and options)")
     serve.add_argument("--max-body", type=_bounded_int(1024, 1 << 30), default=10 * 1024 * 1024,
-                       help="largest request body in bytes (default: 10 MiB)")
+                       help="largest request body in bytes; larger is answered 413 "
+                            "payload_too_large (default: 10 MiB)")
     serve.add_argument("--drain-s", type=float, default=10.0,
                        help="on SIGTERM, how long in-flight requests may finish (default: 10)")
     serve.add_argument("--upstream", default=None, metavar="URL",
@@ -227,13 +250,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         key = os.environ.get(args.upstream_key_env)
         if not key:
             raise CliError(f"--upstream-key-env: {args.upstream_key_env} is not set")
+    if args.backend == "rq" and (args.max_chars or args.max_depth):
+        raise CliError("--max-chars/--max-depth are set where the jobs run: "
+                       "toolcodec worker --max-chars/--max-depth")
     for name in ("drain_s", "upstream_timeout_s"):
         if not (0 < getattr(args, name) <= 3600):
             raise CliError(f"--{name.replace('_', '-')} must be between 0 and 3600 seconds")
     return run(ServeConfig(args.host, args.port, args.backend, args.workers, args.redis_url,
                            args.queue, args.timeout_ms, args.max_body, args.drain_s,
                            args.upstream, key, args.tools_as_prompt,
-                           args.upstream_timeout_s))
+                           args.upstream_timeout_s, max_chars=args.max_chars,
+                           max_depth=args.max_depth,
+                           max_payload_chars=args.max_payload_chars))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -283,6 +311,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _innermost(parser: argparse.ArgumentParser,
+               args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The sub-command's own parser (``toolcodec bench capacity``) that *args* came through."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return _innermost(chosen, args)
+    return parser
+
+
 def kindaxml_main(argv: list[str]) -> int:
     """``toolcodec kindaxml [--tags cite,note,...] [FILE|-]``: parse a document, print JSON.
 
@@ -291,11 +330,13 @@ def kindaxml_main(argv: list[str]) -> int:
     """
     from toolcodec.kindaxml import KindaXMLConfig, parse  # loaded for this sub-command only
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="toolcodec kindaxml", description="Parse KindaXML annotations and print JSON."
     )
-    parser.add_argument("--tags", help="comma-separated recognised tag names (default: spec set)")
-    parser.add_argument("file", nargs="?", default="-", help="input file, or - for stdin")
+    parser.add_argument("--tags", metavar="TAG,TAG",
+                        help="comma-separated recognised tag names (default: the spec's set)")
+    parser.add_argument("file", nargs="?", default="-", metavar="FILE|-",
+                        help="document to read (default: standard input)")
     args = parser.parse_args(argv)
     try:
         tags = None if args.tags is None else [t.strip() for t in args.tags.split(",")
@@ -318,7 +359,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     if argv and argv[0] == "kindaxml":
         return kindaxml_main(argv[1:])  # its own argument parser takes the rest untouched
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # name the sub-command whose arguments these are, not the top-level program
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     handlers = {"decode": _cmd_decode, "repair": _cmd_repair, "worker": _cmd_worker,
                 "serve": _cmd_serve, "bench": _cmd_bench}
     try:

@@ -72,7 +72,8 @@ def refusal(op: Any, payload: Any, max_chars: int) -> dict[str, Any] | None:
     size = payload_size(payload, max_chars)
     if size > max_chars:
         return error_envelope(name, "error", PAYLOAD_TOO_LARGE,
-                              f"payload has more than {max_chars} characters (the pool's "
-                              "max_payload_chars); nothing was sent to a worker",
+                              f"the payload has more than {max_chars} characters, the limit "
+                              "on what is carried to a worker (Pool max_payload_chars, "
+                              "toolcodec serve --max-payload-chars); nothing was decoded",
                               limit=max_chars)
     return None

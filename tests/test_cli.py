@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,66 @@ def test_formats_flag_restricts_what_is_read_and_refuses_unknown_ids() -> None:
     bad = run_cli("decode", "--formats", "klingon", "--tools", tools, "-", stdin=text)
     assert bad.returncode == 2 and b"unknown format" in bad.stderr
     assert len(bad.stderr.decode().strip().splitlines()) == 1
+
+
+def test_text_past_max_chars_prints_the_same_result_with_and_without_the_pool(
+        tmp_path: Path) -> None:
+    big = tmp_path / "big.txt"
+    big.write_text("x" * 150 + ' <tool_call>{"name": "a", "arguments": {}}</tool_call>')
+    outs = []
+    for mode in ([], ["--in-process"]):
+        proc = subprocess.run([sys.executable, "-m", "toolcodec.pool.cli", "decode", *mode,
+                               str(big)], capture_output=True, cwd=ROOT, timeout=60,
+                              env={**os.environ, "TOOLCODEC_MAX_CHARS": "100"})
+        assert proc.returncode == 1, proc.stderr.decode()  # printed, and says ok: false
+        assert proc.stderr == b""
+        outs.append(json.loads(proc.stdout))
+    assert outs[0] == outs[1]
+    assert [e["code"] for e in outs[0]["errors"]] == ["payload_too_large"]
+    assert outs[0]["content"] == big.read_text().strip()
+
+
+@pytest.mark.parametrize("argv,prog", [
+    (["decode", "--bogus"], "toolcodec decode"),
+    (["kindaxml", "--bogus"], "toolcodec kindaxml"),
+    (["bench", "capacity", "--bogus"], "toolcodec bench capacity"),
+    (["serve", "--port", "0"], "toolcodec serve"),
+])
+def test_usage_errors_name_the_sub_command(argv: list[str], prog: str) -> None:
+    proc = run_cli(*argv)
+    assert proc.returncode == 2
+    assert proc.stderr.decode().startswith(f"{prog}: "), proc.stderr.decode()
+    assert f"(see {prog} -h)" in proc.stderr.decode()
+
+
+def _flags(parser) -> list:
+    import argparse
+
+    quiet = argparse._HelpAction | argparse._VersionAction
+    return [a for a in parser._actions if a.option_strings and not isinstance(a, quiet)]
+
+
+def test_every_flag_of_every_command_says_what_it_does() -> None:
+    import argparse
+
+    from toolcodec.pool.cli import build_parser
+
+    def walk(parser, name):
+        yield name, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, child in action.choices.items():
+                    yield from walk(child, f"{name} {sub}")
+
+    missing = [f"{name} {'/'.join(a.option_strings)}"
+               for name, parser in walk(build_parser(), "toolcodec")
+               for a in _flags(parser) if not (a.help or "").strip()]
+    assert missing == []
+
+
+def test_kindaxml_synopsis_and_version() -> None:
+    import toolcodec
+
+    usage = run_cli("kindaxml", "-h").stdout.decode()
+    assert usage.startswith("usage: toolcodec kindaxml [-h] [--tags TAG,TAG] [FILE|-]")
+    assert run_cli("--version").stdout.decode().strip() == f"toolcodec {toolcodec.__version__}"

@@ -198,3 +198,29 @@ def test_serve_says_where_it_listens_once_it_is_ready() -> None:
                         "1 worker process, job budget 40 ms, upstream none)")
     finally:
         srv.stop()
+
+
+def test_one_size_story_each_limit_a_flag() -> None:
+    """max-chars: answered as the library answers (200, payload_too_large in the result);
+    max-payload-chars and max-body: 413, nothing decoded, the message names the flag."""
+    srv = ServeProcess("--workers", "1", "--timeout-ms", "2000", "--max-chars", "100",
+                       "--max-payload-chars", "1000", "--max-body", "5000").start()
+    try:
+        text = "y" * 150
+        r = post(srv, "/v1/decode", {"text": text})
+        assert r.status_code == 200
+        result = r.json()["result"]
+        assert [e["code"] for e in result["errors"]] == ["payload_too_large"]
+        assert result["content"] == text
+        import toolcodec
+
+        assert result == toolcodec.decode(text, limits={"max_chars": 100}).to_dict()
+        r = post(srv, "/v1/decode", {"text": "y" * 2000})
+        assert r.status_code == 413
+        assert r.json()["error"]["code"] == "payload_too_large"
+        assert "--max-payload-chars" in r.json()["error"]["message"]
+        r = post(srv, "/v1/decode", {"text": "y" * 6000})
+        assert r.status_code == 413
+        assert "--max-body" in r.json()["error"]["message"]
+    finally:
+        srv.stop()

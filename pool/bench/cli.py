@@ -29,23 +29,28 @@ def add_parser(subparsers: Any) -> None:
                      help="inprocess, process (default), rq, http, or executor (baseline); "
                           "repeat to measure several in one run")
     cap.add_argument("--url", default="http://127.0.0.1:8080", help="http target's base URL")
-    cap.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
-    cap.add_argument("--queue", default="toolcodec")
+    cap.add_argument("--redis-url", default="redis://127.0.0.1:6379/0",
+                     help="rq target: the Redis its workers read (default: %(default)s)")
+    cap.add_argument("--queue", default="toolcodec", help="rq target: queue name")
     cap.add_argument("--workers", type=int, default=None, help="process/executor workers")
-    cap.add_argument("--slo-ms", type=float, default=50.0)
+    cap.add_argument("--slo-ms", type=float, default=50.0,
+                     help="a step passes while p99 stays under this (default: 50)")
     cap.add_argument("--timeout-ms", type=float, default=None,
                      help="job budget (default: the SLO)")
-    cap.add_argument("--max-timeout-ratio", type=float, default=0.001)
+    cap.add_argument("--max-timeout-ratio", type=float, default=0.001,
+                     help="a step fails past this share of timed-out jobs (default: 0.001)")
     cap.add_argument("--corpus", default="builtin", help="'builtin' or a JSONL file")
-    cap.add_argument("--corpus-size", type=int, default=2000)
-    cap.add_argument("--seed", type=int, default=1)
+    cap.add_argument("--corpus-size", type=int, default=2000,
+                     help="payloads generated for the builtin corpus (default: 2000)")
+    cap.add_argument("--seed", type=int, default=1,
+                     help="seed of the builtin corpus and the load (default: 1)")
     cap.add_argument("--duration", type=float, default=5.0, help="seconds per load step")
     cap.add_argument("--concurrency", type=int, default=32, help="closed-loop callers")
     cap.add_argument("--out", default="bench-out", help="directory for the report files")
-    cap.add_argument("--no-plots", action="store_true")
+    cap.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     cmp_ = sub.add_parser("compare", help="differences between two capacity reports")
-    cmp_.add_argument("a")
-    cmp_.add_argument("b")
+    cmp_.add_argument("a", metavar="A", help="a capacity report (JSON) to compare from")
+    cmp_.add_argument("b", metavar="B", help="the report to compare with it")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,6 +38,9 @@ class ServeConfig:
     upstream_key: str | None = None
     tools_as_prompt: bool = False
     upstream_timeout_s: float = 300.0
+    max_chars: int | None = None  # the codec's ceiling (None: TOOLCODEC_MAX_CHARS, else 8 M)
+    max_depth: int | None = None
+    max_payload_chars: int | None = None  # None: max_chars + 1 000 000
 
 
 class _DrainingServer(uvicorn.Server):
@@ -78,7 +81,12 @@ def run(config: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
     options: dict[str, Any] = ({"redis_url": config.redis_url, "queue": config.queue}
                                if config.backend == "rq" else {"workers": config.workers})
-    pool = Pool(config.backend, timeout_ms=config.timeout_ms, registry=REGISTRY, **options)
+    limits = {name: value for name, value in (("max_chars", config.max_chars),
+                                              ("max_depth", config.max_depth)) if value}
+    if limits and config.backend == "process":
+        options["limits"] = limits
+    pool = Pool(config.backend, timeout_ms=config.timeout_ms, registry=REGISTRY,
+                max_payload_chars=config.max_payload_chars, **options)
     try:
         service = Service(pool, timeout_ms=config.timeout_ms, max_body=config.max_body,
                           registry=REGISTRY, ready=_readiness(pool, config))
