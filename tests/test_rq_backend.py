@@ -315,7 +315,10 @@ def test_password_url(start_rq_worker, queue_name) -> None:
         server.close()
 
 
-def test_metric_counts_equal_outcomes(start_rq_worker, backend) -> None:
+def test_metric_counts_equal_outcomes(start_rq_worker, backend, monkeypatch) -> None:
+    # Fault-injection ops are counted under their name only where the operator enabled them:
+    # on the workers (the fixture's environment) and, here, on the caller too.
+    monkeypatch.setenv("TOOLCODEC_FAULT_INJECTION", "1")
     group = start_rq_worker(concurrency=1, metrics=True)
     backend.metrics = caller = Metrics(CollectorRegistry())
     plan = [("_sleep", {"seconds": 0}, 2000)] * 6 + [

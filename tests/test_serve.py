@@ -224,3 +224,62 @@ def test_one_size_story_each_limit_a_flag() -> None:
         assert "--max-body" in r.json()["error"]["message"]
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="module")
+def plain_server():
+    """No fault injection: the surface a caller sees in production."""
+    srv = ServeProcess("--workers", "1", "--timeout-ms", "2000").start()
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("op", ["decode_block", "_sleep", "nope"])
+def test_only_the_callers_ops_are_reachable_and_listed(plain_server, op: str) -> None:
+    r = post(plain_server, f"/v1/{op}", {"seconds": 0})
+    assert r.status_code == 400
+    body = r.json()
+    assert body["op"] == op and body["error"]["code"] == "bad_request"
+    message = body["error"]["message"]
+    assert message.endswith("expected one of decode, repair, validate, kindaxml, "
+                            "validate_result")
+    assert "decode_block" not in message.split(";")[1] and "_sleep" not in message.split(";")[1]
+    counted = samples(plain_server)
+    assert counted[("toolcodec_jobs_total", (("backend", "process"), ("op", "unknown"),
+                                             ("outcome", "failure")))] >= 1
+    assert not any(dict(labels).get("op") in ("_sleep", "decode_block", "nope")
+                   for (_, labels) in counted)
+
+
+@pytest.mark.parametrize("op,payload", [
+    ("decode", {"text": "x"}),
+    ("repair", {"text": "x"}),
+    ("validate", {"name": "get_weather", "arguments": {"city": "Oslo"}, "tools": TOOLS}),
+    ("kindaxml", {"text": "x"}),
+    ("validate_result", {"tool": "t", "output": "x", "schemas": {}}),
+])
+def test_an_unknown_field_is_refused_alike_by_every_op(plain_server, op: str,
+                                                       payload: dict) -> None:
+    assert post(plain_server, f"/v1/{op}", payload).status_code == 200
+    r = post(plain_server, f"/v1/{op}", {**payload, "toolz": []})
+    assert r.status_code == 400
+    assert r.json()["error"]["field"] == "payload.toolz"
+    assert "unknown payload field(s) ['toolz']" in r.json()["error"]["message"]
+
+
+def test_envelopes_of_the_http_layer_carry_the_op_and_their_time(plain_server) -> None:
+    r = httpx.post(plain_server.url + "/v1/decode", content=b"{}", timeout=10,
+                   headers={"content-type": "text/plain"})
+    assert r.status_code == 415
+    assert r.json()["op"] == "decode" and r.json()["elapsed_ms"] > 0
+    r = post(plain_server, "/v1/repair", b"{not json")
+    assert r.status_code == 400
+    assert r.json()["op"] == "repair" and r.json()["elapsed_ms"] > 0
+
+
+def test_routes_that_do_not_exist_without_upstream(plain_server) -> None:
+    r = httpx.get(plain_server.url + "/v1/models", timeout=10)
+    assert r.status_code == 404
+    assert r.json()["error"]["code"] == "bad_request"
+    r = httpx.get(plain_server.url + "/v1/decode", timeout=10)
+    assert r.status_code == 405 and r.headers["allow"] == "POST"

@@ -47,6 +47,7 @@ def run_job(job: dict) -> dict:
                 job_id=job["id"],
             )
         handler = _handler_for(op_name)
+        _check_fields(op_name, payload)
         return envelope(op_name, "ok", result=handler(payload))
     except BadRequest as exc:
         details = {"field": exc.field} if exc.field else {}
@@ -77,6 +78,18 @@ def _check_job(job: Any) -> tuple[dict, float | None]:
             "deadline",
         )
     return payload, deadline
+
+
+def _check_fields(op: str, payload: dict) -> None:
+    """Refuse a field the op does not read, the same way for every op: a misspelt field
+    (``"tool"`` for ``"tools"``) must not pass silently."""
+    allowed = PAYLOAD_FIELDS.get(op)
+    if allowed is None:  # fault-injection ops take what they take
+        return
+    unknown = sorted(k for k in payload if k not in allowed)
+    if unknown:
+        raise BadRequest(f"{op}: unknown payload field(s) {unknown}; expected some of "
+                         f"{sorted(allowed)}", f"payload.{unknown[0]}")
 
 
 def _got(container: dict, key: str) -> str:
@@ -245,6 +258,19 @@ OPS: dict[str, Callable[[dict], dict]] = {
 }
 
 
+# The callers' ops, in the order docs list them; decode_block is the streaming pool's own.
+PUBLIC_OPS = ("decode", "repair", "validate", "kindaxml", "validate_result")
+PAYLOAD_FIELDS: dict[str, frozenset[str]] = {
+    "decode": frozenset({"text", "message", "tools", "options"}),
+    "repair": frozenset({"text", "options"}),
+    "validate": frozenset({"name", "arguments", "tools", "options"}),
+    "kindaxml": frozenset({"text", "config"}),
+    "validate_result": frozenset({"tool", "output", "schemas", "tools"}),
+    "decode_block": frozenset({"text", "fmt", "tag", "closed", "body", "tools", "options",
+                               "_sleep_s"}),
+}
+
+
 def _handler_for(op: str) -> Callable[[dict], dict]:
     if op in OPS:
         return OPS[op]
@@ -252,7 +278,7 @@ def _handler_for(op: str) -> Callable[[dict], dict]:
         if os.environ.get(FAULT_ENV) == "1":
             return faults.FAULT_OPS[op]
         raise BadRequest(f"op {op!r} needs {FAULT_ENV}=1 in the worker's environment", "op")
-    raise BadRequest(f"unknown op {op!r}; expected one of {sorted(OPS)}", "op")
+    raise BadRequest(f"unknown op {op!r}; expected one of {', '.join(PUBLIC_OPS)}", "op")
 
 
 def warm() -> None:

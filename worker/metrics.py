@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -283,13 +284,17 @@ def _count_result(tally: JobTally, op: str, result: dict) -> None:
             tally.tool_results[key] = tally.tool_results.get(key, 0) + 1
 
 
-_KNOWN_OPS: list[frozenset[str]] = []
+_KNOWN_OPS: list[frozenset[str]] = []  # [public ops, public + fault ops]
+_FAULT_ENV: list[str] = []
 
 
 def _known_ops() -> frozenset[str]:
     if not _KNOWN_OPS:  # imported on first use: jobs imports the codec
         from toolcodec.worker.faults import FAULT_OPS
-        from toolcodec.worker.jobs import OPS
+        from toolcodec.worker.jobs import FAULT_ENV, OPS
 
+        _KNOWN_OPS.append(frozenset(OPS))
         _KNOWN_OPS.append(frozenset(OPS) | frozenset(FAULT_OPS))
-    return _KNOWN_OPS[0]
+        _FAULT_ENV.append(FAULT_ENV)
+    # Fault-injection ops are ops only where the operator enabled them.
+    return _KNOWN_OPS[1] if os.environ.get(_FAULT_ENV[0]) == "1" else _KNOWN_OPS[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ from toolcodec.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
 from toolcodec.pool.service.http_metrics import HttpMetrics
 from toolcodec.worker.envelope import error_envelope
 from toolcodec.worker.faults import FAULT_OPS
-from toolcodec.worker.jobs import FAULT_ENV, OPS
+from toolcodec.worker.jobs import FAULT_ENV, PUBLIC_OPS
 
 MAX_BATCH = 256  # jobs in one /v1/batch request
 _STATUS = {"ok": 200, "timeout": 504, "rejected": 429, "worker_lost": 503}
@@ -47,44 +48,63 @@ class Service:
         self.ready = ready
         self.draining = False
         self.upstream: str | None = None  # the proxy's model server, when there is one
-        # The worker's op table; the fault-injection ops only where the operator enabled them.
-        self.ops = frozenset(OPS) | (frozenset(FAULT_OPS) if os.environ.get(FAULT_ENV) == "1"
-                                     else frozenset())
+        # The callers' ops (decode_block is the streaming pool's own, never HTTP's); the
+        # fault-injection ops only where the operator enabled them, and never listed.
+        self.ops = frozenset(PUBLIC_OPS) | (frozenset(FAULT_OPS)
+                                            if os.environ.get(FAULT_ENV) == "1" else frozenset())
 
     # -- jobs -----------------------------------------------------------------------------------
 
     async def op(self, request: Request) -> Response:
+        start = time.perf_counter()
         op = request.path_params["op"]
-        body, refused = await self.read_object(request)
+        if request.method != "POST":  # GET /v1/models without --upstream: no such resource
+            if op in self.ops:
+                return self.answer(self.local(op, (BAD_REQUEST, f"/v1/{op} takes POST"), start),
+                                   status=405, headers={"allow": "POST"})
+            return self.answer(self.local(op, (BAD_REQUEST, f"no resource at /v1/{op}"), start),
+                               status=404)
+        try:
+            body, refused = await self.read_object(request)
+        except HTTPException as exc:
+            return self.answer(self.local(op, (BAD_REQUEST, f"{exc.status_code}: {exc.detail}"),
+                                          start), status=exc.status_code)
         if refused is not None:
-            return self.answer(self.local(op, refused))
-        return self.answer(await self.run(op, body))
+            return self.answer(self.local(op, refused, start))
+        return self.answer(await self.run(op, body, start))
 
     async def batch(self, request: Request) -> Response:
-        body, refused = await self.read_json(request)
+        start = time.perf_counter()
+        try:
+            body, refused = await self.read_json(request)
+        except HTTPException as exc:
+            return self.answer(self.local("batch", (BAD_REQUEST, f"{exc.status_code}: "
+                                                    f"{exc.detail}"), start),
+                               status=exc.status_code)
         if refused is not None:
-            return self.answer(self.local("batch", refused))
+            return self.answer(self.local("batch", refused, start))
         jobs = body.get("jobs") if isinstance(body, dict) else body
         if not isinstance(jobs, list) or not 0 < len(jobs) <= MAX_BATCH:
             return self.answer(self.local("batch", (BAD_REQUEST, "the body must be "
-                               f"{{\"jobs\": [...]}} with 1 to {MAX_BATCH} jobs")))
+                               f"{{\"jobs\": [...]}} with 1 to {MAX_BATCH} jobs"), start))
         outs = await asyncio.gather(*(self.run_item(job) for job in jobs))
         return _json(200, {"results": outs})
 
     async def run_item(self, job: Any) -> dict[str, Any]:
+        start = time.perf_counter()
         if not isinstance(job, dict) or not isinstance(job.get("op"), str) \
                 or not isinstance(job.get("payload"), dict):
             return self.local("batch", (BAD_REQUEST, 'each job must be {"op": str, '
-                              '"payload": object}'))
-        return await self.run(job["op"], dict(job["payload"]))
+                              '"payload": object}'), start)
+        return await self.run(job["op"], dict(job["payload"]), start)
 
-    async def run(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def run(self, op: str, payload: dict[str, Any], start: float) -> dict[str, Any]:
         if op not in self.ops:
             return self.local(op, (BAD_REQUEST, f"unknown op {op!r}; expected one of "
-                              f"{sorted(self.ops)}"))
+                              f"{', '.join(PUBLIC_OPS)}"), start)
         timeout, problem = self.job_timeout(payload.pop("timeout_ms", None))
         if problem is not None:
-            return self.local(op, (BAD_REQUEST, problem))
+            return self.local(op, (BAD_REQUEST, problem), start)
         return await self.pool.asubmit(op, payload, timeout_ms=timeout)
 
     def job_timeout(self, asked: Any) -> tuple[float, str | None]:
@@ -95,20 +115,25 @@ class Service:
             return 0.0, "timeout_ms must be a positive number of milliseconds"
         return min(float(asked), self.timeout_ms), None  # a caller may only lower it
 
-    def local(self, op: str, problem: tuple[str, str]) -> dict[str, Any]:
-        """An envelope answered by the server itself, counted like any job."""
+    def local(self, op: str, problem: tuple[str, str], start: float) -> dict[str, Any]:
+        """An envelope answered by the server itself (its real op and the time it took),
+        counted like any job."""
         code, message = problem
-        status = "error"
-        envelope = {**error_envelope(op, status, code, message), "backend": self.pool.backend,
-                    "elapsed_ms": 0.0}
-        self.pool.metrics.observe(op, self.pool.backend, envelope)
+        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        envelope = {**error_envelope(op, "error", code, message), "backend": self.pool.backend,
+                    "elapsed_ms": elapsed_ms}
+        # Label values stay a closed set: what is not an op of this server is "unknown".
+        self.pool.metrics.observe(op if op in self.ops else "unknown", self.pool.backend, envelope)
         return envelope
 
-    def answer(self, envelope: dict[str, Any]) -> Response:
-        status = _STATUS.get(envelope.get("status"), 500)
-        if envelope.get("status") == "error":
-            status = _ERROR_STATUS.get((envelope.get("error") or {}).get("code"), 400)
-        headers = {"retry-after": "1"} if status == 429 else None
+    def answer(self, envelope: dict[str, Any], *, status: int | None = None,
+               headers: dict[str, str] | None = None) -> Response:
+        if status is None:
+            status = _STATUS.get(envelope.get("status"), 500)
+            if envelope.get("status") == "error":
+                status = _ERROR_STATUS.get((envelope.get("error") or {}).get("code"), 400)
+        if status == 429:
+            headers = {**(headers or {}), "retry-after": "1"}
         return _json(status, envelope, headers)
 
     # -- bodies ---------------------------------------------------------------------------------
@@ -159,7 +184,7 @@ def build_app(service: Service, extra_routes: list[Route] | None = None) -> Star
     routes = [
         *(extra_routes or []),
         Route("/v1/batch", service.batch, methods=["POST"]),
-        Route("/v1/{op}", service.op, methods=["POST"]),
+        Route("/v1/{op}", service.op, methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
         Route("/metrics", service.metrics_page, methods=["GET"]),
         Route("/healthz", service.healthz, methods=["GET"]),
         Route("/readyz", service.readyz, methods=["GET"]),
