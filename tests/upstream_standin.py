@@ -33,11 +33,11 @@ MODEL = "standin-model"
 CREATED = 1_700_000_000
 
 
-def _case(body: dict[str, Any]) -> str:
+def _case(body: dict[str, Any], default: str = "prose") -> str:
     for message in reversed(body.get("messages") or []):
         if message.get("role") == "user" and str(message.get("content", "")).startswith("case:"):
             return str(message["content"])[5:]
-    return "prose"
+    return default
 
 
 def _message(case: dict[str, Any]) -> dict[str, Any]:
@@ -94,9 +94,12 @@ async def _stream(name: str, case: dict[str, Any], cut: bool):
 class Standin:
     """The stand-in server; ``url`` is its base (``http://127.0.0.1:PORT``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int | None = None, default_case: str = "prose") -> None:
+        """*port*: a free one unless given; *default_case*: the answer to a request whose last
+        user message names no case (a question as a reader would ask it)."""
         self.last: dict[str, Any] | None = None
-        self.port = free_port()
+        self.default_case = default_case
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         app = Starlette(routes=[
             Route("/v1/chat/completions", self._completions, methods=["POST"]),
@@ -130,7 +133,7 @@ class Standin:
     async def _completions(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
         self.last = {"body": body, "authorization": request.headers.get("authorization")}
-        name = _case(body)
+        name = _case(body, self.default_case)
         if name == "http500":
             return JSONResponse({"error": {"message": "boom", "type": "server_error"}}, 500)
         if name == "http400":
