@@ -1,7 +1,7 @@
 # A small image of toolcodec: `toolcodec serve`, `toolcodec worker` and the CLI.
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY codec ./codec
 COPY worker ./worker
 COPY pool ./pool

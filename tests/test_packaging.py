@@ -7,6 +7,7 @@ borrows from this interpreter's site-packages) into a new venv; its site-package
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -22,8 +23,16 @@ ROOT = Path(__file__).resolve().parent.parent
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The venv's directory, with the wheel built from this checkout installed."""
     work = tmp_path_factory.mktemp("wheel")
+    # Built from a copy of the tracked files: the build leaves nothing in the checkout.
+    src = work / "src"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                             check=True).stdout.decode().split("\0")
+    for name in filter(None, tracked):
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(work / "dist"), str(ROOT)], check=True, cwd=work)
+                    "-q", "-w", str(work / "dist"), str(src)], check=True, cwd=work)
     wheels = list((work / "dist").glob("toolcodec-*.whl"))
     assert len(wheels) == 1, wheels
     env = work / "venv"
