@@ -39,7 +39,7 @@ import orjson
 import regex  # partial matching: an opener cut at the end of a chunk
 from toolcodec.assembly import Assembly
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
-from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError
+from toolcodec.errors import PAYLOAD_TOO_LARGE, TRUNCATED, CodecError
 from toolcodec.formats import glm, yamlbody
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
@@ -52,6 +52,8 @@ BODY_WS = 64  # blanks allowed between an envelope opener and its body
 # or Mistral's NAME[ARGS]{…}), or an end-of-generation token that belongs to the block.
 _MORE_CALLS = regex.compile(r"[ \t\r\n,;]*(?:[\[{]|[A-Za-z_][\w.\-]{0,63}[ \t]*"
                             r"(?:\[CALL_ID\][ \t]*[\w\-]{0,64}[ \t]*)?(?:\[ARGS\])?[ \t]*[\[{])")
+# Mistral's tokens between a call's name and its value: not a value's brackets.
+_MISTRAL_TOKEN = regex.compile(r"\[(?:ARGS|CALL_ID)\]")
 _END_RUN_WINDOW = 96
 _TOKEN_START = re.compile(r"[<\[]")
 _END_RUN = regex.compile(r"(?:" + "|".join(
@@ -194,6 +196,7 @@ class _Open:
     vscan: int = -1  # open-ended marker: where the scan of its values resumes
     value_ended: bool = False  # open-ended marker: vscan is just past a complete value
     element: str = ""  # bare call: the parameter element being read
+    cut: bool = False  # open-ended marker: the end of the text came inside its values
 
 
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
@@ -250,6 +253,9 @@ class Engine:
     calls_emitted: int = 0
     native_events: list[dict[str, Any]] = field(default_factory=list)
     defer_blocks: bool = False  # raise BlockReady instead of decoding in this process
+    # Why the generation stopped, as the model server said (set by ``finish``): with
+    # "length", a block the end of the text cut off is never completed into a call.
+    finish_reason: str | None = None
 
     # -- feeding ------------------------------------------------------------------------------
 
@@ -272,7 +278,8 @@ class Engine:
         self._append(chunk[room:])
         self._too_large(len(self.text) - len(chunk) + room)
 
-    def finish(self) -> None:
+    def finish(self, finish_reason: str | None = None) -> None:
+        self.finish_reason = finish_reason
         self.asm.text = self.text
         if self.rest_from is None:
             self._advance(final=True)
@@ -431,8 +438,22 @@ class Engine:
         self.current = None
         self.pos = block_end
         self.tries = self.depth = 0
-        self._decode_block(block)
+        if final and self.finish_reason == "length" and self._cut_off(cur, block):
+            self.apply_block(block, self.envelopes - 1, [], [_truncated()])
+        else:
+            self._decode_block(block)
         return True
+
+    def _cut_off(self, cur: _Open, block: Block) -> bool:
+        """Whether the end of the text came before the block's end: its closer never came (a
+        marker format with no end token: its values never ended; a bare call: only blanks
+        follow its last element)."""
+        end = len(self.text)
+        if cur.kind == "marker" and self.codec._openers.markers[cur.tag].open_ended:
+            return cur.cut
+        if cur.kind == "bare_tag" and block.end == block.body_end:
+            return end - block.end <= BODY_WS and not self.text[block.end:].strip()
+        return not block.closed and block.end == end
 
     def _think(self, cur: _Open, final: bool) -> bool:
         closer = _REASONING_CLOSERS[cur.tag or "think"]
@@ -567,6 +588,7 @@ class Engine:
                 return None
             if end is not None:
                 return end, end, True
+            cur.cut = final and m is None
         if m is not None:
             closer = m.group() in fmt.closers
             return (m.end() if closer else m.start()), m.start(), True
@@ -603,6 +625,12 @@ class Engine:
                 continue
             if ch in "\"'":
                 cur.quote = ch
+            elif ch == "[" and cur.depth == 0 and (token := _MISTRAL_TOKEN.match(
+                    text, m.start(), stop, partial=not final and stop == len(text))):
+                if token.partial:  # `[AR` at the end of the text so far: wait for the rest
+                    cur.vscan = m.start()
+                    return -1
+                i = token.end()  # [ARGS], [CALL_ID] are between values, not a value
             elif ch in "{[":
                 cur.depth += 1
             else:
@@ -910,6 +938,12 @@ class Engine:
 
     def _error_event(self, error: CodecError) -> None:
         self._emit({"type": "error", "error": replace_surrogates_in(error.to_dict())[0]})
+
+
+def _truncated() -> CodecError:
+    return CodecError(TRUNCATED, "the output was cut off (finish_reason \"length\") before "
+                      "this call was closed; a call the model never finished is not completed",
+                      {"finish_reason": "length"})
 
 
 def _clean(text: str) -> str:
