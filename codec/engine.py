@@ -13,7 +13,8 @@ What the engine reads, in order:
   JSON value whose first key looks like a call, ``[KNOWN_TOOL(`` (Python calls), and a code
   fence;
 - an envelope opener (except ``<function=``) starts a block only when the first character
-  after it (past at most ``BODY_WS`` blanks) is ``<``, ``{`` or ``[``, or the text ends there:
+  after it (past at most ``BODY_WS`` blanks) is ``<``, ``{`` or ``[`` (for ``<tool_call>``, also
+  a code fence), or the text ends there:
   ``use <get_weather> to check`` names the syntax and stays text;
 - a block ends at its closer (``</tool_call>`` also ends at the next ``<tool_call>``, and skips
   closers inside JSON strings when the body's quotes are unbalanced; a tool tag ends at its
@@ -94,7 +95,9 @@ _REASONING_CLOSERS = {"think": "</think>", "seed:think": "</seed:think>", "harmo
                       **_REASONING_TOKENS}
 # A harmony message header, with the end of the message before it: the channel is named next.
 _HARMONY_TO = r"(?:<\|end\|>)?(?:<\|start\|>assistant)?<\|channel\|>"
-_TOOL_CALL_EDGE = re.compile(r"</?tool_call>")
+# `</ tool_call >` with blanks is still the closer (the seed's normalizeCloseTags read it).
+_TOOL_CALL_EDGE = regex.compile(r"</[ \t]{0,8}tool_call[ \t]{0,8}>|<tool_call>")
+_TOOL_CALL_EDGE_MAX = 28  # the longest text it matches
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
@@ -355,7 +358,8 @@ class Engine:
         fmt = FORMAT_OF_TAG[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
         if fmt not in ("think", "function"):
             follows = self._body_check(m.end(), final, head=_NAMED_BODY.get(fmt),
-                                       empty=fmt == "tool_tag" and m.group().endswith("/>"))
+                                       empty=fmt == "tool_tag" and m.group().endswith("/>"),
+                                       fence=fmt == "tool_call")
             if follows is None:
                 self._free_text(self.pos, start, final, at_end=False)
                 return False
@@ -394,7 +398,7 @@ class Engine:
         return self._open_block(_Open("marker", m.start(), body, m.end(), token), final)
 
     def _body_check(self, at: int, final: bool, *, head: Any = None, json_only: bool = False,
-                    empty: bool = False) -> bool | None:
+                    empty: bool = False, fence: bool = False) -> bool | None:
         """Whether what follows an opener can be a call's body (None: not known yet).
 
         The first character past at most ``BODY_WS`` blanks must be ``<``, ``{`` or ``[`` (only
@@ -411,6 +415,11 @@ class Engine:
             return final or None if at + len(window) == len(self.text) else False
         if stripped[0] in ("{[" if json_only else "<{["):
             return True
+        if fence and stripped[0] == "`":  # a ```json fence inside <tool_call> (json.code_fence)
+            if stripped.startswith("```"):
+                return True
+            cut = at + len(window) == len(self.text) and "```".startswith(stripped)
+            return None if cut and not final else False
         if head is None or not (stripped[0].isalpha() or stripped[0] == "_"):
             return False
         head_at = at + len(window) - len(stripped)
@@ -661,12 +670,12 @@ class Engine:
             if m is None:
                 if final:
                     return len(text), len(text), False
-                cur.scan = max(cur.body_start, len(text) - 11)
+                cur.scan = max(cur.body_start, len(text) - _TOOL_CALL_EDGE_MAX + 1)
                 return None
             body = text[cur.body_start:m.start()]
             if not (body.lstrip()[:1] in ("{", "[")
                     and (body.count('"') - body.count('\\"')) % 2):
-                closed = m.group() == "</tool_call>"
+                closed = m.group().startswith("</")
                 return (m.end() if closed else m.start()), m.start(), closed
             cur.json_aware, cur.scan = True, cur.body_start  # a closer inside a JSON string
         while True:  # skip JSON strings: a closer inside one does not count
@@ -684,12 +693,13 @@ class Engine:
                     return None
                 cur.scan = string.end() if string is not None else at + 1
                 continue
-            for tag, closed in (("</tool_call>", True), ("<tool_call>", False)):
-                if text.startswith(tag, at):
-                    return (at + len(tag) if closed else at), at, closed
-                if not final and tag.startswith(text[at:]):
-                    cur.scan = at
-                    return None
+            tag = _TOOL_CALL_EDGE.match(text, at, partial=not final)
+            if tag is not None and tag.partial:
+                cur.scan = at
+                return None
+            if tag is not None:
+                closed = tag.group().startswith("</")
+                return (tag.end() if closed else at), at, closed
             cur.scan = at + 1
 
     def _decode_block(self, block: Block) -> None:

@@ -82,6 +82,7 @@ THINK_CLOSE_DROPPED = "format.think_close_dropped"
 # `<tool_call>function=NAME>…`: Qwen's call tag lost its "<".
 _LOST_LT = re.compile(r"(?:function|call|invoke|tool)=[\w.\-]+>")
 MISSING_LT = "xml.missing_lt"
+NORMALIZE_CLOSE_TAG = "xml.normalize_close_tag"
 # `<get_weather⏎city: Oslo⏎/>`: an opening tag left open around YAML lines, closed by "/>".
 _LEFT_OPEN_TAG = re.compile(r"<[^\s<>/]+[ \t]*\r?\n([^<>]*?)/>[ \t\r\n]*\Z")
 _HARMONY_CHANNEL = re.compile(r"<\|channel\|>[a-z]*")
@@ -236,6 +237,9 @@ class ToolCallCodec:
         payload = text[block.body_start:block.body_end]
         base: list[str] = []
         marker = self._openers.markers.get(block.tag) if block.fmt == "marker" else None
+        if block.fmt == "tool_call" and block.closed \
+                and text[block.body_end:block.end] != _TOOL_CALL_CLOSE:
+            base.append(NORMALIZE_CLOSE_TAG)  # `</ tool_call >`
         if not block.closed:
             base.append("format.missing_end" if marker else "xml.balance_tags")
             if block.fmt == "tool_call":
