@@ -29,11 +29,16 @@ def check_arguments(spec: ToolSpec, arguments: object) -> list[CodecError]:
     """Validate *arguments* against ``spec``'s schema; one ``schema_violation`` per problem.
 
     Errors are sorted by JSON path. Each carries ``path`` (a JSON Pointer, ``""`` for the
-    arguments object itself), ``tool`` and ``validator`` (the failing schema keyword).
-    Values quoted in messages are truncated, so a huge argument cannot flood a log.
+    arguments object itself), ``tool`` and ``validator`` (the failing schema keyword); the
+    first also carries ``arguments``, the arguments as read and checked, so that a retry
+    prompt or a UI can show what the model tried (once: a call's arguments are not copied
+    into each of its errors). Values quoted in messages are truncated, so a huge argument
+    cannot flood a log.
     """
     found = sorted(spec.validator.iter_errors(arguments), key=_error_order)
     errors = [_violation(spec.name, e) for e in found[:_MAX_ERRORS]]
+    if errors:
+        errors[0] = _with_arguments(errors[0], arguments)
     if len(found) > _MAX_ERRORS:
         errors.append(
             CodecError(
@@ -105,7 +110,7 @@ def _as_object(
         return arguments, CodecError(
             SCHEMA_VIOLATION,
             f"arguments of {spec.name!r} must be a JSON object, got {json_kind(arguments)}",
-            {"path": "", "tool": spec.name, "validator": "type"},
+            {"path": "", "tool": spec.name, "validator": "type", "arguments": arguments},
         )
     return arguments, None
 
@@ -157,6 +162,10 @@ def _violation(tool: str, error: Any) -> CodecError:
         # validator is None when a `false` subschema rejected the value
         {"path": pointer, "tool": tool, "validator": str(error.validator or "false")},
     )
+
+
+def _with_arguments(error: CodecError, arguments: object) -> CodecError:
+    return CodecError(error.code, error.message, {**error.details, "arguments": arguments})
 
 
 def _json_pointer(path: Any) -> str:
