@@ -12,6 +12,7 @@ quoted in issue #27 and in public bug reports (named where they are used).
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 
 import httpx
@@ -306,3 +307,39 @@ def test_post_v1_decode_takes_finish_reason() -> None:
     result = response.json()["result"]
     assert result == CODEC.decode(TEXT, finish_reason="length").to_dict()
     assert [e["code"] for e in result["errors"]] == [TRUNCATED]
+
+
+# -- the proxy ----------------------------------------------------------------------------------
+
+
+def test_proxy_passes_the_upstream_finish_reason_to_the_decoder() -> None:
+    """With finish_reason "length" (whole and streamed answers alike) the proxy sends the
+    calls that closed, not the cut one, and keeps "length": dynamo PR #13791 and
+    vllm-project/vllm#58228 — a client must be able to tell a cut turn from a finished one."""
+    from tests.test_proxy import streamed, whole
+    from tests.upstream_standin import CASES, Standin
+
+    upstream = Standin().start()
+    proxy = ServeProcess("--upstream", upstream.url, "--workers", "1",
+                         "--timeout-ms", "5000").start()
+    try:
+        answer, _ = whole(proxy, "cut_at_length")
+        choice = answer.choices[0]
+        assert choice.finish_reason == "length"
+        assert [t.function.name for t in choice.message.tool_calls] == ["search_files"]
+        cut = CASES["cut_at_length"]["content"].split("</tool_call>\n")[1]
+        assert choice.message.content == "Two calls.\n\n" + cut  # kept, as the model wrote it
+        content, calls, _reasoning, finish, _ids = streamed(proxy, "cut_at_length")
+        assert finish == "length" and [c[1] for c in calls] == ["search_files"]
+        assert content.strip() == choice.message.content
+
+        answer, _ = whole(proxy, "native_cut_at_length")
+        choice = answer.choices[0]
+        assert choice.finish_reason == "length"
+        assert [json.loads(t.function.arguments) for t in choice.message.tool_calls] == [
+            {"query": "cats"}]  # the cut call is not passed on, repaired or as written
+        _content, calls, _reasoning, finish, _ids = streamed(proxy, "native_cut_at_length")
+        assert finish == "length" and [c[2] for c in calls] == [{"query": "cats"}]
+    finally:
+        proxy.stop()
+        upstream.stop()
