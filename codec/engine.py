@@ -55,6 +55,14 @@ _MORE_CALLS = regex.compile(r"[ \t\r\n,;]*(?:[\[{]|[A-Za-z_][\w.\-]{0,63}[ \t]*"
                             r"(?:\[CALL_ID\][ \t]*[\w\-]{0,64}[ \t]*)?(?:\[ARGS\])?[ \t]*[\[{])")
 # Mistral's tokens between a call's name and its value: not a value's brackets.
 _MISTRAL_TOKEN = regex.compile(r"\[(?:ARGS|CALL_ID)\]")
+# Per-call end tokens of sections that hold several calls: in a cut section, the calls before
+# the last one are complete. JSON bodies only, where a completion always shows in the repairs.
+_CALL_ENDS = {"deepseek": ("<\uff5ctool\u2581call\u2581end\uff5c>", "<|tool\u2581call\u2581end|>",
+                           "<|tool_call_end|>"),
+              "kimi_k2": ("<|tool_call_end|>",)}
+# Repairs that complete what the end of a text cut: a call that needed one was cut itself.
+COMPLETED = frozenset({"json.unclosed", "json.unclosed_string", "json.dangling_key_dropped",
+                       "json.cut_value_dropped", "xml.balance_tags", "xml.cut_tag_dropped"})
 _END_RUN_WINDOW = 96
 _TOKEN_START = re.compile(r"[<\[]")
 _END_RUN = regex.compile(r"(?:" + "|".join(
@@ -259,6 +267,7 @@ class Engine:
     # Why the generation stopped, as the model server said (set by ``finish``): with
     # "length", a block the end of the text cut off is never completed into a call.
     finish_reason: str | None = None
+    cut_rest: Block | None = None  # the cut part of a section whose first calls are decoding
 
     # -- feeding ------------------------------------------------------------------------------
 
@@ -448,10 +457,35 @@ class Engine:
         self.pos = block_end
         self.tries = self.depth = 0
         if final and self.finish_reason == "length" and self._cut_off(cur, block):
-            self.apply_block(block, self.envelopes - 1, [], [_truncated()])
+            self._cut_block(block)
         else:
             self._decode_block(block)
         return True
+
+    def _cut_block(self, block: Block) -> None:
+        """A block the output was cut off in: no call from it, but the calls of a section
+        that ended before the cut (DeepSeek's and Kimi-K2's per-call end tokens) are read
+        on their own; ``apply_block`` keeps them only if none needed completing."""
+        split = self._calls_end(block)
+        if split is None:
+            self.apply_block(block, self.envelopes - 1, [], [_truncated()])
+            return
+        self.cut_rest = Block(block.fmt, split, block.end, split, block.end, False, block.tag)
+        self._decode_block(Block(block.fmt, block.start, split, block.body_start, split, False,
+                                 block.tag))
+
+    def _calls_end(self, block: Block) -> int | None:
+        """Just past the last per-call end token of a cut marker section (None: none)."""
+        fmt = self.codec._openers.markers.get(block.tag) if block.fmt == "marker" else None
+        ends = _CALL_ENDS.get(fmt.id) if fmt is not None else None
+        if not ends:
+            return None
+        found = [(at, token) for token in ends
+                 if (at := self.text.rfind(token, block.body_start, block.end)) >= 0]
+        if not found:
+            return None
+        at, token = max(found)
+        return at + len(token)
 
     def _cut_off(self, cur: _Open, block: Block) -> bool:
         """Whether the end of the text came before the block's end: its closer never came (a
@@ -710,7 +744,22 @@ class Engine:
 
     def apply_block(self, block: Block, index: int, calls: list[Any],
                     errors: list[CodecError]) -> None:
-        """Record a decoded block and emit its events."""
+        """Record a decoded block and emit its events (for the complete calls of a cut
+        section, then the cut rest as a ``truncated`` error)."""
+        rest, self.cut_rest = self.cut_rest, None
+        if rest is not None and rest.start == block.end:
+            if errors or any(COMPLETED & set(call.repairs) for call in calls):
+                whole = Block(block.fmt, block.start, rest.end, block.body_start, rest.end,
+                              False, block.tag)
+                self._record(whole, index, [], [_truncated()])
+                return
+            self._record(block, index, calls, [])
+            self._record(rest, index, [], [_truncated()])
+            return
+        self._record(block, index, calls, errors)
+
+    def _record(self, block: Block, index: int, calls: list[Any],
+                errors: list[CodecError]) -> None:
         self.asm.text = self.text
         calls_before, errors_before = len(self.asm.calls), len(self.asm.errors)
         self.codec.apply_block(self.asm, index, block, calls, errors)

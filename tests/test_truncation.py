@@ -148,6 +148,50 @@ def test_complete_calls_before_the_cut_are_kept() -> None:
         _check_stream(text, parts, "length")
 
 
+def _deepseek_section(*calls: str) -> str:
+    return _ds("tool_calls_begin") + "".join(
+        _ds("tool_call_begin") + c + (_ds("tool_call_end") if i < len(calls) - 1 else "")
+        for i, c in enumerate(calls))
+
+
+KIMI_CUT = ("<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0"
+            '<|tool_call_argument_begin|>{"q": "cats"}<|tool_call_end|>'
+            "<|tool_call_begin|>functions.run_shell:1<|tool_call_argument_begin|>"
+            '{"command": "rm -rf /')
+
+
+@pytest.mark.parametrize("text, cut_at", [
+    (_deepseek_section("search" + _ds("tool_sep") + '{"q": "cats"}',
+                       "run_shell" + _ds("tool_sep") + '{"command": "rm -rf /'),
+     _ds("tool_call_begin") + "run_shell"),
+    (_deepseek_section("function" + _ds("tool_sep") + 'search\n```json\n{"q": "cats"}\n```',
+                       "function" + _ds("tool_sep") + "run_shell\n```json\n{"),
+     _ds("tool_call_begin") + "function" + _ds("tool_sep") + "run_shell"),
+    (KIMI_CUT, "<|tool_call_begin|>functions.run_shell"),
+], ids=["deepseek-v31", "deepseek-v3", "kimi-k2"])
+def test_calls_a_cut_section_ended_before_the_cut_are_kept(text, cut_at) -> None:
+    """DeepSeek and Kimi-K2 write parallel calls in one section, each ended by its own token:
+    those ended before the cut are complete; the cut one is truncated."""
+    r = CODEC.decode(text, finish_reason="length")
+    assert _calls(r) == [("search", {"q": "cats"})] and not r.ok
+    (error,) = r.errors
+    assert error.code == TRUNCATED and error.details["position"] == text.index(cut_at)
+    assert r.content == text[text.index(cut_at):]
+    for parts in chunkings(text, random.Random(3)):
+        _check_stream(text, parts, "length")
+
+
+def test_a_section_whose_token_sits_in_a_cut_string_is_truncated_whole() -> None:
+    """A per-call end token spelled inside the cut call's string is no end: the part before
+    it needed completing, so nothing of the section is kept."""
+    text = KIMI_CUT.replace('"rm -rf /', '"echo <|tool_call_end|> rm -rf /')
+    r = CODEC.decode(text, finish_reason="length")
+    assert r.calls == [] and [e.code for e in r.errors] == [TRUNCATED]
+    assert r.content == text
+    for parts in chunkings(text, random.Random(4)):
+        _check_stream(text, parts, "length")
+
+
 def test_a_block_missing_its_closer_before_another_block_is_not_truncation() -> None:
     """Only the block the end of the output cut off is truncated: a <tool_call> ended by the
     next <tool_call> was not cut by max_tokens, and is repaired as without a finish reason."""
