@@ -26,6 +26,7 @@ from toolcodec.pool import Pool
 from toolcodec.toolcodec import ToolCallCodec
 from toolcodec.worker.jobs import run_job
 
+from tests.benchmarks import peers_toolcall_report as peer_report
 from tests.serve_process import ServeProcess
 from tests.test_formats_decode import EXAMPLES
 from tests.test_stream import PIECES, chunkings
@@ -41,6 +42,7 @@ TOOLS = [
         "path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path"]}},
 ]
 CODEC = ToolCallCodec(TOOLS)
+PEER_CASES = {case["id"]: case for case in peer_report.load_cases()}
 DS_BAR, DS_SP = "\uff5c", "\u2581"
 
 
@@ -125,6 +127,38 @@ def test_without_length_a_cut_call_is_completed_and_named(origin, text, tool, re
     assert all(e.code != TRUNCATED for e in r.errors)
     for call in r.calls:  # completed from a cut output, and named so (docs/truncation.md)
         assert call.name == tool and call.repairs
+
+
+# Engine test vectors of cut outputs (tests/data/peers): vLLM's own tests expect no call for
+# the first two; SGLang and the ai-sdk middleware complete the others, as toolcodec does without
+# a finish reason. With "length", only calls whose block closed before the cut remain.
+PEER_CUTS = {
+    "vllm-minicpm_xml-0078": [],  # test_incomplete_missing_function_end
+    "vllm-glm4_moe-0127": [],  # test_extract_tool_calls_incomplete_tool_call
+    "sgl-qwen_xml-0018": [],  # TestQwen3CoderDetector: <parameter=location>London, cut
+    "mw-qwen_xml-0224": [],  # <function=book_flight><parameter=__proto__
+    "mw-qwen_xml-0239": [],  # </parameter><tool_call, cut
+    "mw-qwen_xml-0240": [("alpha", {"x": "1"})],  # closed before the cut <tool_call>
+    "mw-hermes-0080": [],  # 'truncated JSON array'
+    "mw-hermes-0083": [],  # a complete array, the envelope's close cut to </
+    "vllm-minimax-0144": [],  # tool_call_incomplete_tag
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(PEER_CUTS))
+def test_engine_vectors_of_cut_outputs(case_id) -> None:
+    case = PEER_CASES[case_id]
+    c = ToolCallCodec(peer_report.tools_for(case))
+    r = c.decode(case["input"], finish_reason="length")
+    assert _calls(r) == PEER_CUTS[case_id]
+    assert r.errors[-1].code == TRUNCATED
+    text = case["input"]
+    for parts in chunkings(text, random.Random(len(text)))[1:3]:
+        s = c.stream(id_prefix="t")
+        for part in parts:
+            s.feed(part)
+        s.close(finish_reason="length")
+        assert s.result().to_dict() == r.to_dict()
 
 
 def test_rm_rf_is_never_a_call_with_length() -> None:
