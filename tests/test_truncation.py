@@ -421,3 +421,11 @@ def test_proxy_passes_the_upstream_finish_reason_to_the_decoder() -> None:
     finally:
         proxy.stop()
         upstream.stop()
+
+
+def test_feedback_asks_for_the_cut_call_again() -> None:
+    from toolcodec.feedback import build_feedback
+
+    fb = build_feedback(CODEC.decode(TEXT, finish_reason="length"))
+    assert fb.retryable and fb.codes == [TRUNCATED]
+    assert "token limit" in fb.text and "not run" in fb.text
