@@ -40,7 +40,7 @@ import orjson
 import regex  # partial matching: an opener cut at the end of a chunk
 from toolcodec.assembly import Assembly
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
-from toolcodec.errors import PAYLOAD_TOO_LARGE, TRUNCATED, CodecError
+from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError, truncated
 from toolcodec.formats import glm, yamlbody
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
@@ -60,8 +60,9 @@ _MISTRAL_TOKEN = regex.compile(r"\[(?:ARGS|CALL_ID)\]")
 _CALL_ENDS = {"deepseek": ("<\uff5ctool\u2581call\u2581end\uff5c>", "<|tool\u2581call\u2581end|>",
                            "<|tool_call_end|>"),
               "kimi_k2": ("<|tool_call_end|>",)}
+_CUT = "before this call was closed"  # what a truncated error says of a cut block
 # Repairs that complete what the end of a text cut: a call that needed one was cut itself.
-COMPLETED = frozenset({"json.unclosed", "json.unclosed_string", "json.dangling_key_dropped",
+_COMPLETED = frozenset({"json.unclosed", "json.unclosed_string", "json.dangling_key_dropped",
                        "json.cut_value_dropped", "xml.balance_tags", "xml.cut_tag_dropped"})
 _END_RUN_WINDOW = 96
 _TOKEN_START = re.compile(r"[<\[]")
@@ -468,7 +469,7 @@ class Engine:
         on their own; ``apply_block`` keeps them only if none needed completing."""
         split = self._calls_end(block)
         if split is None:
-            self.apply_block(block, self.envelopes - 1, [], [_truncated()])
+            self.apply_block(block, self.envelopes - 1, [], [truncated(_CUT)])
             return
         self.cut_rest = Block(block.fmt, split, block.end, split, block.end, False, block.tag)
         self._decode_block(Block(block.fmt, block.start, split, block.body_start, split, False,
@@ -490,13 +491,13 @@ class Engine:
     def _cut_off(self, cur: _Open, block: Block) -> bool:
         """Whether the end of the text came before the block's end: its closer never came (a
         marker format with no end token: its values never ended; a bare call: only blanks
-        follow its last element)."""
-        end = len(self.text)
+        follow its last element, so the next could have been coming)."""
         if cur.kind == "marker" and self.codec._openers.markers[cur.tag].open_ended:
             return cur.cut
         if cur.kind == "bare_tag" and block.end == block.body_end:
-            return end - block.end <= BODY_WS and not self.text[block.end:].strip()
-        return not block.closed and block.end == end
+            rest = self.text[block.end:]
+            return len(rest) <= BODY_WS and not rest.strip()
+        return not block.closed and block.end == len(self.text)
 
     def _think(self, cur: _Open, final: bool) -> bool:
         closer = _REASONING_CLOSERS[cur.tag or "think"]
@@ -748,13 +749,13 @@ class Engine:
         section, then the cut rest as a ``truncated`` error)."""
         rest, self.cut_rest = self.cut_rest, None
         if rest is not None and rest.start == block.end:
-            if errors or any(COMPLETED & set(call.repairs) for call in calls):
+            if errors or any(_COMPLETED & set(call.repairs) for call in calls):
                 whole = Block(block.fmt, block.start, rest.end, block.body_start, rest.end,
                               False, block.tag)
-                self._record(whole, index, [], [_truncated()])
+                self._record(whole, index, [], [truncated(_CUT)])
                 return
             self._record(block, index, calls, [])
-            self._record(rest, index, [], [_truncated()])
+            self._record(rest, index, [], [truncated(_CUT)])
             return
         self._record(block, index, calls, errors)
 
@@ -997,12 +998,6 @@ class Engine:
 
     def _error_event(self, error: CodecError) -> None:
         self._emit({"type": "error", "error": replace_surrogates_in(error.to_dict())[0]})
-
-
-def _truncated() -> CodecError:
-    return CodecError(TRUNCATED, "the output was cut off (finish_reason \"length\") before "
-                      "this call was closed; a call the model never finished is not completed",
-                      {"finish_reason": "length"})
 
 
 def _clean(text: str) -> str:

@@ -61,6 +61,13 @@ class CodecError:
         return out
 
 
+def truncated(what: str) -> CodecError:
+    """The ``truncated`` error: the output was cut off (finish_reason "length") in ``what``."""
+    return CodecError(TRUNCATED, f'the output was cut off (finish_reason "length") {what}; a '
+                      "call the model never finished is not completed",
+                      {"finish_reason": "length"})
+
+
 def json_kind(value: object) -> str:
     """How an error message names what it got: the JSON kind, with an article
     (``"an object"``, ``"an array"``, ``"a string"``, ``"a number"``, ``"a boolean"``,

@@ -52,9 +52,9 @@ from toolcodec.errors import (
     INTERNAL_ERROR,
     INVALID_JSON,
     PAYLOAD_TOO_LARGE,
-    TRUNCATED,
     UNKNOWN_TOOL,
     CodecError,
+    truncated,
 )
 from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.result import (
@@ -532,10 +532,7 @@ class ToolCallCodec:
             args, repairs, errors = self._parse_json(args)
             base += repairs
             if cut and UNCLOSED in repairs:  # arguments the end of the output cut short
-                errors = [CodecError(TRUNCATED, "the output was cut off (finish_reason "
-                                     '"length") inside this call\'s arguments; a call the '
-                                     "model never finished is not completed",
-                                     {"finish_reason": "length"})]
+                errors = [truncated("inside this call's arguments")]
         result = None if errors else self.validate(nc.name, args)
         if result is None or not result.ok:
             raw = nc.arguments if isinstance(nc.arguments, str) else _dump(nc.arguments)
