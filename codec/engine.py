@@ -14,7 +14,7 @@ What the engine reads, in order:
   fence;
 - an envelope opener (except ``<function=``) starts a block only when the first character
   after it (past at most ``BODY_WS`` blanks) is ``<``, ``{`` or ``[`` (for ``<tool_call>``, also
-  a code fence), or the text ends there:
+  a code fence around JSON), or the text ends there:
   ``use <get_weather> to check`` names the syntax and stays text;
 - a block ends at its closer (``</tool_call>`` also ends at the next ``<tool_call>``, and skips
   closers inside JSON strings when the body's quotes are unbalanced; a tool tag ends at its
@@ -107,6 +107,9 @@ _HARMONY_TO = r"(?:<\|end\|>)?(?:<\|start\|>assistant)?<\|channel\|>"
 # `</ tool_call >` with blanks is still the closer (the seed's normalizeCloseTags read it).
 _TOOL_CALL_EDGE = regex.compile(r"</[ \t]{0,8}tool_call[ \t]{0,8}>|<tool_call>")
 _TOOL_CALL_EDGE_MAX = 28  # the longest text it matches
+# A code fence holding JSON, right after <tool_call>: the envelope's body (json.code_fence).
+_FENCED_JSON = regex.compile(r"```[ \t]{0,8}[A-Za-z0-9_+.\-]{0,16}[ \t]{0,8}\r?\n"
+                             r"[ \t\r\n]{0,64}[\[{]")
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
@@ -425,11 +428,10 @@ class Engine:
             return final or None if at + len(window) == len(self.text) else False
         if stripped[0] in ("{[" if json_only else "<{["):
             return True
-        if fence and stripped[0] == "`":  # a ```json fence inside <tool_call> (json.code_fence)
-            if stripped.startswith("```"):
-                return True
-            cut = at + len(window) == len(self.text) and "```".startswith(stripped)
-            return None if cut and not final else False
+        if fence and stripped[0] == "`":  # ```json⏎{…} inside <tool_call> (json.code_fence)
+            fence_at = at + len(window) - len(stripped)
+            m = _FENCED_JSON.match(self.text, fence_at, partial=not final)
+            return None if m is not None and m.partial else m is not None
         if head is None or not (stripped[0].isalpha() or stripped[0] == "_"):
             return False
         head_at = at + len(window) - len(stripped)

@@ -126,6 +126,18 @@ def test_a_fenced_json_block_inside_tool_call_is_an_envelope_call(fence) -> None
     _every_chunking(text)
 
 
+def test_a_fenced_xml_call_inside_tool_call_is_still_read() -> None:
+    """Only a fence around JSON is the envelope's body; Qwen XML in a fence is read as before."""
+    text = ("<tool_call>\n```xml\n<function=get_weather>\n<parameter=city>\nParis\n"
+            "</parameter>\n</function>\n```\n</tool_call>")
+    assert _calls_of(CODEC.decode(text)) == [("get_weather", {"city": "Paris"})]
+    _every_chunking(text)
+
+
+def _calls_of(result) -> list[tuple[str, dict]]:
+    return [(c.name, c.arguments) for c in result.calls]
+
+
 def test_tool_call_followed_by_backticks_in_prose_is_still_prose() -> None:
     text = "Use the <tool_call> tag, not ``quotes``."
     r = CODEC.decode(text)
