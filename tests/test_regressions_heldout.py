@@ -238,3 +238,16 @@ def test_schema_violation_carries_the_arguments_in_every_path() -> None:
     assert checked.to_dict()["errors"][0]["arguments"] == {"city": "Oslo", "days": 9}
     not_object = codec.validate("get_weather", [1, 2], tools=TOOLS).to_dict()["errors"][0]
     assert not_object["arguments"] == [1, 2]
+
+
+def test_a_tool_s_text_output_is_its_string_value() -> None:
+    """Prose is no JSON value, but a tool whose output schema is a string returns text: the
+    whole text is the value (it was cut at its first comma)."""
+    from toolcodec.toolresults import ResultSchemas, validate_result
+
+    schemas = ResultSchemas({"t": {"type": "string"}, "o": {"type": "object"}})
+    text = "The weather is sunny, 20 C."
+    checked = validate_result("t", text, schemas=schemas)
+    assert checked.ok and checked.value == text and checked.repairs == ["json.unquoted_value"]
+    refused = validate_result("o", text, schemas=schemas)
+    assert not refused.ok and refused.errors[0].code == "invalid_json"
