@@ -87,6 +87,24 @@ def test_arithmetic_inside_a_tool_call_is_refused() -> None:
     _every_chunking(text)
 
 
+@pytest.mark.parametrize("text", [
+    "<tool_call>\n<function=calc>\n<parameter=n>\n2 ** 8\n</parameter>\n</function>\n</tool_call>",
+    '<tool_call>{"name": "calc", "arguments": {"n": "100 * 3"}}</tool_call>',
+    "<calc><n>(1+2)*3</n></calc>",
+])
+def test_arithmetic_text_where_a_number_is_expected_is_refused_as_arithmetic(text) -> None:
+    r = CODEC.decode(text)
+    assert r.calls == [] and [e.code for e in r.errors] == ["arithmetic_expression"]
+    assert r.errors[0].details["path"] == "/n" and r.errors[0].details["expression"]
+    _every_chunking(text)
+
+
+def test_text_that_is_no_arithmetic_stays_a_schema_violation() -> None:
+    for value in ("2024-01-05", "abc", "10-20"):
+        r = CODEC.decode(f"<calc><n>{value}</n></calc>")
+        assert [e.code for e in r.errors] == ["schema_violation"], value
+
+
 # -- item 6: blanks inside close tags ----------------------------------------------------------
 
 
