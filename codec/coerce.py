@@ -85,6 +85,8 @@ def coerce_checked(
     """
     ctx = _Context(spec, text_values, limits=limits)
     try:
+        if text_values:
+            arguments = _null_texts(arguments, spec.schema, ctx)
         fast = spec.fast_check
         if (fast is not None and fast(arguments)) or spec.validator.is_valid(arguments):
             if not _has_emphasis(arguments):
@@ -408,6 +410,24 @@ def _to_null(value: Any, schema: dict, ctx: _Context, repairs: list[str]) -> Any
         return _NO
     _format_change(COERCE_NULL, ctx, repairs)
     return None
+
+
+def _null_texts(arguments: Any, schema: Any, ctx: _Context) -> Any:
+    """XML text ``null`` is JSON null where the parameter's schema admits null, even where a
+    string would fit too: a tag cannot write null any other way (Qwen3-Coder's own parser
+    reads it so). Only the parameters themselves are text; nested values are JSON."""
+    schema = ctx.resolve(schema)
+    if not isinstance(arguments, dict) or not isinstance(schema, dict):
+        return arguments
+    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    out = None
+    for key, value in arguments.items():
+        if isinstance(value, str) and value.strip() == "null":
+            sub = _property_schema(key, props, schema)
+            if sub not in (None, {}, True) and ctx.fits(None, ctx.resolve(sub)):
+                out = dict(arguments) if out is None else out
+                out[key] = None
+    return arguments if out is None else out
 
 
 def _to_string(value: Any, schema: dict, ctx: _Context, repairs: list[str]) -> Any:

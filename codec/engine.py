@@ -13,7 +13,8 @@ What the engine reads, in order:
   JSON value whose first key looks like a call, ``[KNOWN_TOOL(`` (Python calls), and a code
   fence;
 - an envelope opener (except ``<function=``) starts a block only when the first character
-  after it (past at most ``BODY_WS`` blanks) is ``<``, ``{`` or ``[``, or the text ends there:
+  after it (past at most ``BODY_WS`` blanks) is ``<``, ``{`` or ``[`` (for ``<tool_call>``, also
+  a code fence around JSON), or the text ends there:
   ``use <get_weather> to check`` names the syntax and stays text;
 - a block ends at its closer (``</tool_call>`` also ends at the next ``<tool_call>``, and skips
   closers inside JSON strings when the body's quotes are unbalanced; a tool tag ends at its
@@ -39,7 +40,7 @@ import orjson
 import regex  # partial matching: an opener cut at the end of a chunk
 from toolcodec.assembly import Assembly
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
-from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError
+from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError, truncated
 from toolcodec.formats import glm, yamlbody
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
@@ -52,6 +53,17 @@ BODY_WS = 64  # blanks allowed between an envelope opener and its body
 # or Mistral's NAME[ARGS]{…}), or an end-of-generation token that belongs to the block.
 _MORE_CALLS = regex.compile(r"[ \t\r\n,;]*(?:[\[{]|[A-Za-z_][\w.\-]{0,63}[ \t]*"
                             r"(?:\[CALL_ID\][ \t]*[\w\-]{0,64}[ \t]*)?(?:\[ARGS\])?[ \t]*[\[{])")
+# Mistral's tokens between a call's name and its value: not a value's brackets.
+_MISTRAL_TOKEN = regex.compile(r"\[(?:ARGS|CALL_ID)\]")
+# Per-call end tokens of sections that hold several calls: in a cut section, the calls before
+# the last one are complete. JSON bodies only, where a completion always shows in the repairs.
+_CALL_ENDS = {"deepseek": ("<\uff5ctool\u2581call\u2581end\uff5c>", "<|tool\u2581call\u2581end|>",
+                           "<|tool_call_end|>"),
+              "kimi_k2": ("<|tool_call_end|>",)}
+_CUT = "before this call was closed"  # what a truncated error says of a cut block
+# Repairs that complete what the end of a text cut: a call that needed one was cut itself.
+_COMPLETED = frozenset({"json.unclosed", "json.unclosed_string", "json.dangling_key_dropped",
+                       "json.cut_value_dropped", "xml.balance_tags", "xml.cut_tag_dropped"})
 _END_RUN_WINDOW = 96
 _TOKEN_START = re.compile(r"[<\[]")
 _END_RUN = regex.compile(r"(?:" + "|".join(
@@ -92,7 +104,12 @@ _REASONING_CLOSERS = {"think": "</think>", "seed:think": "</seed:think>", "harmo
                       **_REASONING_TOKENS}
 # A harmony message header, with the end of the message before it: the channel is named next.
 _HARMONY_TO = r"(?:<\|end\|>)?(?:<\|start\|>assistant)?<\|channel\|>"
-_TOOL_CALL_EDGE = re.compile(r"</?tool_call>")
+# `</ tool_call >` with blanks is still the closer (the seed's normalizeCloseTags read it).
+_TOOL_CALL_EDGE = regex.compile(r"</[ \t]{0,8}tool_call[ \t]{0,8}>|<tool_call>")
+_TOOL_CALL_EDGE_MAX = 28  # the longest text it matches
+# A code fence holding JSON, right after <tool_call>: the envelope's body (json.code_fence).
+_FENCED_JSON = regex.compile(r"```[ \t]{0,8}[A-Za-z0-9_+.\-]{0,16}[ \t]{0,8}\r?\n"
+                             r"[ \t\r\n]{0,64}[\[{]")
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
@@ -194,6 +211,7 @@ class _Open:
     vscan: int = -1  # open-ended marker: where the scan of its values resumes
     value_ended: bool = False  # open-ended marker: vscan is just past a complete value
     element: str = ""  # bare call: the parameter element being read
+    cut: bool = False  # open-ended marker: the end of the text came inside its values
 
 
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
@@ -250,6 +268,10 @@ class Engine:
     calls_emitted: int = 0
     native_events: list[dict[str, Any]] = field(default_factory=list)
     defer_blocks: bool = False  # raise BlockReady instead of decoding in this process
+    # Why the generation stopped, as the model server said (set by ``finish``): with
+    # "length", a block the end of the text cut off is never completed into a call.
+    finish_reason: str | None = None
+    cut_rest: Block | None = None  # the cut part of a section whose first calls are decoding
 
     # -- feeding ------------------------------------------------------------------------------
 
@@ -272,7 +294,8 @@ class Engine:
         self._append(chunk[room:])
         self._too_large(len(self.text) - len(chunk) + room)
 
-    def finish(self) -> None:
+    def finish(self, finish_reason: str | None = None) -> None:
+        self.finish_reason = finish_reason
         self.asm.text = self.text
         if self.rest_from is None:
             self._advance(final=True)
@@ -348,7 +371,8 @@ class Engine:
         fmt = FORMAT_OF_TAG[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
         if fmt not in ("think", "function"):
             follows = self._body_check(m.end(), final, head=_NAMED_BODY.get(fmt),
-                                       empty=fmt == "tool_tag" and m.group().endswith("/>"))
+                                       empty=fmt == "tool_tag" and m.group().endswith("/>"),
+                                       fence=fmt == "tool_call")
             if follows is None:
                 self._free_text(self.pos, start, final, at_end=False)
                 return False
@@ -387,7 +411,7 @@ class Engine:
         return self._open_block(_Open("marker", m.start(), body, m.end(), token), final)
 
     def _body_check(self, at: int, final: bool, *, head: Any = None, json_only: bool = False,
-                    empty: bool = False) -> bool | None:
+                    empty: bool = False, fence: bool = False) -> bool | None:
         """Whether what follows an opener can be a call's body (None: not known yet).
 
         The first character past at most ``BODY_WS`` blanks must be ``<``, ``{`` or ``[`` (only
@@ -404,6 +428,10 @@ class Engine:
             return final or None if at + len(window) == len(self.text) else False
         if stripped[0] in ("{[" if json_only else "<{["):
             return True
+        if fence and stripped[0] == "`":  # ```json⏎{…} inside <tool_call> (json.code_fence)
+            fence_at = at + len(window) - len(stripped)
+            m = _FENCED_JSON.match(self.text, fence_at, partial=not final)
+            return None if m is not None and m.partial else m is not None
         if head is None or not (stripped[0].isalpha() or stripped[0] == "_"):
             return False
         head_at = at + len(window) - len(stripped)
@@ -431,8 +459,47 @@ class Engine:
         self.current = None
         self.pos = block_end
         self.tries = self.depth = 0
-        self._decode_block(block)
+        if final and self.finish_reason == "length" and self._cut_off(cur, block):
+            self._cut_block(block)
+        else:
+            self._decode_block(block)
         return True
+
+    def _cut_block(self, block: Block) -> None:
+        """A block the output was cut off in: no call from it, but the calls of a section
+        that ended before the cut (DeepSeek's and Kimi-K2's per-call end tokens) are read
+        on their own; ``apply_block`` keeps them only if none needed completing."""
+        split = self._calls_end(block)
+        if split is None:
+            self.apply_block(block, self.envelopes - 1, [], [truncated(_CUT)])
+            return
+        self.cut_rest = Block(block.fmt, split, block.end, split, block.end, False, block.tag)
+        self._decode_block(Block(block.fmt, block.start, split, block.body_start, split, False,
+                                 block.tag))
+
+    def _calls_end(self, block: Block) -> int | None:
+        """Just past the last per-call end token of a cut marker section (None: none)."""
+        fmt = self.codec._openers.markers.get(block.tag) if block.fmt == "marker" else None
+        ends = _CALL_ENDS.get(fmt.id) if fmt is not None else None
+        if not ends:
+            return None
+        found = [(at, token) for token in ends
+                 if (at := self.text.rfind(token, block.body_start, block.end)) >= 0]
+        if not found:
+            return None
+        at, token = max(found)
+        return at + len(token)
+
+    def _cut_off(self, cur: _Open, block: Block) -> bool:
+        """Whether the end of the text came before the block's end: its closer never came (a
+        marker format with no end token: its values never ended; a bare call: only blanks
+        follow its last element, so the next could have been coming)."""
+        if cur.kind == "marker" and self.codec._openers.markers[cur.tag].open_ended:
+            return cur.cut
+        if cur.kind == "bare_tag" and block.end == block.body_end:
+            rest = self.text[block.end:]
+            return len(rest) <= BODY_WS and not rest.strip()
+        return not block.closed and block.end == len(self.text)
 
     def _think(self, cur: _Open, final: bool) -> bool:
         closer = _REASONING_CLOSERS[cur.tag or "think"]
@@ -567,6 +634,7 @@ class Engine:
                 return None
             if end is not None:
                 return end, end, True
+            cur.cut = final and m is None
         if m is not None:
             closer = m.group() in fmt.closers
             return (m.end() if closer else m.start()), m.start(), True
@@ -603,6 +671,12 @@ class Engine:
                 continue
             if ch in "\"'":
                 cur.quote = ch
+            elif ch == "[" and cur.depth == 0 and (token := _MISTRAL_TOKEN.match(
+                    text, m.start(), stop, partial=not final and stop == len(text))):
+                if token.partial:  # `[AR` at the end of the text so far: wait for the rest
+                    cur.vscan = m.start()
+                    return -1
+                i = token.end()  # [ARGS], [CALL_ID] are between values, not a value
             elif ch in "{[":
                 cur.depth += 1
             else:
@@ -633,12 +707,12 @@ class Engine:
             if m is None:
                 if final:
                     return len(text), len(text), False
-                cur.scan = max(cur.body_start, len(text) - 11)
+                cur.scan = max(cur.body_start, len(text) - _TOOL_CALL_EDGE_MAX + 1)
                 return None
             body = text[cur.body_start:m.start()]
             if not (body.lstrip()[:1] in ("{", "[")
                     and (body.count('"') - body.count('\\"')) % 2):
-                closed = m.group() == "</tool_call>"
+                closed = m.group().startswith("</")
                 return (m.end() if closed else m.start()), m.start(), closed
             cur.json_aware, cur.scan = True, cur.body_start  # a closer inside a JSON string
         while True:  # skip JSON strings: a closer inside one does not count
@@ -656,12 +730,13 @@ class Engine:
                     return None
                 cur.scan = string.end() if string is not None else at + 1
                 continue
-            for tag, closed in (("</tool_call>", True), ("<tool_call>", False)):
-                if text.startswith(tag, at):
-                    return (at + len(tag) if closed else at), at, closed
-                if not final and tag.startswith(text[at:]):
-                    cur.scan = at
-                    return None
+            tag = _TOOL_CALL_EDGE.match(text, at, partial=not final)
+            if tag is not None and tag.partial:
+                cur.scan = at
+                return None
+            if tag is not None:
+                closed = tag.group().startswith("</")
+                return (tag.end() if closed else at), at, closed
             cur.scan = at + 1
 
     def _decode_block(self, block: Block) -> None:
@@ -672,7 +747,22 @@ class Engine:
 
     def apply_block(self, block: Block, index: int, calls: list[Any],
                     errors: list[CodecError]) -> None:
-        """Record a decoded block and emit its events."""
+        """Record a decoded block and emit its events (for the complete calls of a cut
+        section, then the cut rest as a ``truncated`` error)."""
+        rest, self.cut_rest = self.cut_rest, None
+        if rest is not None and rest.start == block.end:
+            if errors or any(_COMPLETED & set(call.repairs) for call in calls):
+                whole = Block(block.fmt, block.start, rest.end, block.body_start, rest.end,
+                              False, block.tag)
+                self._record(whole, index, [], [truncated(_CUT)])
+                return
+            self._record(block, index, calls, [])
+            self._record(rest, index, [], [truncated(_CUT)])
+            return
+        self._record(block, index, calls, errors)
+
+    def _record(self, block: Block, index: int, calls: list[Any],
+                errors: list[CodecError]) -> None:
         self.asm.text = self.text
         calls_before, errors_before = len(self.asm.calls), len(self.asm.errors)
         self.codec.apply_block(self.asm, index, block, calls, errors)

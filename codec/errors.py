@@ -19,6 +19,8 @@ BAD_REQUEST = "bad_request"
 INTERNAL_ERROR = "internal_error"
 # Added beyond the original list: the queue backend (Redis) could not be reached.
 BACKEND_UNAVAILABLE = "backend_unavailable"
+# A call the output was cut off in (finish_reason "length") before it closed: no call.
+TRUNCATED = "truncated"
 
 ALL_CODES = frozenset(
     {
@@ -35,6 +37,7 @@ ALL_CODES = frozenset(
         BAD_REQUEST,
         INTERNAL_ERROR,
         BACKEND_UNAVAILABLE,
+        TRUNCATED,
     }
 )
 
@@ -56,6 +59,13 @@ class CodecError:
         out: dict[str, Any] = {"code": self.code, "message": self.message}
         out.update(self.details)
         return out
+
+
+def truncated(what: str) -> CodecError:
+    """The ``truncated`` error: the output was cut off (finish_reason "length") in ``what``."""
+    return CodecError(TRUNCATED, f'the output was cut off (finish_reason "length") {what}; a '
+                      "call the model never finished is not completed",
+                      {"finish_reason": "length"})
 
 
 def json_kind(value: object) -> str:

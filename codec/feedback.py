@@ -30,7 +30,7 @@ from toolcodec.result import DecodeResult
 # The model can fix these by writing a different output.
 RETRYABLE_CODES = frozenset({
     E.INVALID_JSON, E.INVALID_XML, E.ARITHMETIC_EXPRESSION, E.UNKNOWN_TOOL,
-    E.SCHEMA_VIOLATION, E.NESTING_TOO_DEEP, E.PAYLOAD_TOO_LARGE,
+    E.SCHEMA_VIOLATION, E.NESTING_TOO_DEEP, E.PAYLOAD_TOO_LARGE, E.TRUNCATED,
 })  # fmt: skip
 DEFAULT_MAX_CHARS = 2000
 _MAX_LINE = 240
@@ -125,6 +125,9 @@ def _line(error: dict, schemas: dict[str, Any]) -> str:
         return f"The arguments nest too deeply: {message} Use a flatter structure."
     if code == E.PAYLOAD_TOO_LARGE:
         return f"The output is too large: {message} Send fewer or smaller calls."
+    if code == E.TRUNCATED:
+        return ("The output hit the token limit before this tool call was complete, so it was "
+                "not run. Send it again, shorter, or fewer calls at once.")
     return f"{code}: {message}"
 
 

@@ -45,7 +45,7 @@ _STRUCTURE_IN_TAIL = re.compile(r"[\"{}\[\]]")
 _VALUE_OPENERS = frozenset("{[") | scan.QUOTES | frozenset("｛［")
 # Where prose ends and JSON (or a fence around it) begins.
 _PROSE_STOP = re.compile(r"[{\[｛［]|```")
-_FENCE_LANG = re.compile(r"[A-Za-z0-9_+.-]*")
+_FENCE_LANG = re.compile(r"[ \t]*[A-Za-z0-9_+.-]*")  # ``` json: blanks before the language
 
 
 # Hot-path tokens: well-formed JSON needing no repair but single quotes. Each lookahead

@@ -347,6 +347,10 @@ def read_bare(text: str, pos: int, ctx: int, repairs: Repairs) -> tuple[Any, int
         word = s.partition(" ")[0]
         if word in _CASE_LITERALS and len(word) < len(s):
             return _CASE_LITERALS[word], pos + len(word)
+        if " " in s or _MORE_WORDS.search(text, end):
+            _refuse_bare(s, pos)  # a call's own message says more
+            raise ScanFailure(INVALID_JSON, pos, "the text is prose, not a JSON value (words "
+                              "with no JSON structure); an answer in words carries no value")
     if end >= len(text) and ctx != ROOT and not any(ch.isalnum() for ch in s):
         repairs[CUT_VALUE] = None  # `[1, -`: a number cut off by the end of the output
         return SKIP, end
@@ -375,6 +379,7 @@ def _refuse_bare(s: str, pos: int) -> None:
 
 
 _NOT_A_NUMBER = object()
+_MORE_WORDS = re.compile(r"[^\W_]")  # a letter or digit after a bare top-level word
 
 
 def _number(s: str, repairs: Repairs) -> Any:
@@ -405,7 +410,8 @@ def _number(s: str, repairs: Repairs) -> Any:
 
 
 _ARITH_TOKEN = re.compile(
-    r"(\s*)(?:([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+)|([^\W\d][\w.]*)|([-+*/%])|([()]))"
+    r"(\s*)(?:([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+)|([^\W\d][\w.]*)"
+    r"|(\*\*|[-+*/%])|([()]))"  # `**`: Python's power, as models write `2 ** 8`
 )
 
 

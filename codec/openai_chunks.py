@@ -63,8 +63,11 @@ class ChunkWriter:
 
     def final(self, upstream_reason: str | None = None, **extra: Any) -> dict[str, Any]:
         """The last chunk: ``tool_calls`` when calls were sent, else the upstream's reason
-        (``stop`` when it had none, or claimed calls that did not survive decoding)."""
-        if self.calls:
+        (``stop`` when it had none, or claimed calls that did not survive decoding); a cut
+        output stays ``length`` even with calls (the one it was cut in was not completed)."""
+        if upstream_reason == "length":
+            reason = "length"
+        elif self.calls:
             reason = "tool_calls"
         else:
             reason = "stop" if upstream_reason in (None, "tool_calls") else upstream_reason

@@ -33,6 +33,11 @@ reasoning, and ``tool_calls`` fragments are gathered by ``index`` and decoded at
 (repaired like native arguments), after any calls found in the text. The result is then
 ``decode`` of the assembled assistant message (``assembled_message()``). A malformed chunk
 gives an ``error`` event with ``bad_request``; ``feed`` never raises.
+
+``close(finish_reason=...)`` says why the generation stopped; a chunk's
+``choices[0].finish_reason`` is read by ``feed`` itself (``close``'s argument, when given,
+wins). With ``"length"`` a block the end of the output cut off yields a ``truncated`` error
+instead of a call, exactly as ``decode(text, finish_reason="length")`` does.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class StreamDecoder:
         self._failed: CodecError | None = None
         self._raw: list[str] = []  # the text after an internal failure, kept as content
         self._result: DecodeResult | None = None
+        self._finish_reason: str | None = None  # from a chunk's choices[0].finish_reason
 
     # -- feeding --------------------------------------------------------------------------------
 
@@ -75,10 +81,14 @@ class StreamDecoder:
         return [_bad(f"a stream chunk must be a str or a chat.completion.chunk dict, "
                      f"not {type(chunk).__name__}")]
 
-    def close(self) -> list[Event]:
-        """End of the stream: release everything held back, decode what is still open."""
+    def close(self, finish_reason: str | None = None) -> list[Event]:
+        """End of the stream: release everything held back, decode what is still open.
+
+        ``finish_reason`` (else the last one a fed chunk carried): see ``decode``."""
         if self._result is not None:
             return []
+        if finish_reason is not None:
+            self._finish_reason = finish_reason
         if self._failed is not None:
             return self._close_failed()
         try:
@@ -131,6 +141,9 @@ class StreamDecoder:
     # -- OpenAI chunks ----------------------------------------------------------------------------
 
     def _chunk(self, chunk: dict[str, Any]) -> list[Event]:
+        reason = _finish_reason_of(chunk)
+        if reason is not None:
+            self._finish_reason = reason
         delta, problem = _delta_of(chunk)
         if problem is not None:
             return [_bad(problem)]
@@ -182,10 +195,10 @@ class StreamDecoder:
             message = self.assembled_message()
             msg = native.read_message(message)
             eng.native = msg.has_calls
-            eng.finish()
+            eng.finish(self._finish_reason)
             result = self.codec.message_result(eng, msg)
         else:
-            eng.finish()
+            eng.finish(self._finish_reason)
             result = eng.result()
         self._result = encodable_result(result)
         events = self._drain() + eng.native_events
@@ -223,6 +236,17 @@ def _delta_of(chunk: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]
     if not isinstance(delta, dict):
         return None, "chunk delta must be an object"
     return delta, None
+
+
+def _finish_reason_of(chunk: dict[str, Any]) -> str | None:
+    """A chunk's ``choices[0].finish_reason``, if it carries one."""
+    choices = chunk.get("choices")
+    if "choices" in chunk:
+        first = choices[0] if isinstance(choices, list) and choices else None
+        reason = first.get("finish_reason") if isinstance(first, dict) else None
+    else:  # a choice given on its own
+        reason = chunk.get("finish_reason") if "delta" in chunk else None
+    return reason if isinstance(reason, str) else None
 
 
 def _fragment_problem(fragment: Any) -> str | None:

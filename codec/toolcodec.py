@@ -54,6 +54,7 @@ from toolcodec.errors import (
     PAYLOAD_TOO_LARGE,
     UNKNOWN_TOOL,
     CodecError,
+    truncated,
 )
 from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.result import (
@@ -65,6 +66,7 @@ from toolcodec.result import (
     unique_ids,
 )
 
+UNCLOSED = "json.unclosed"  # repair_json closed what the end of the text left open
 RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
 # Calls decoded from one output at most: bounds the work a hostile or looping output can
 # cause. Envelopes past the limit stay in content, with one ``payload_too_large`` error.
@@ -80,6 +82,7 @@ THINK_CLOSE_DROPPED = "format.think_close_dropped"
 # `<tool_call>function=NAME>…`: Qwen's call tag lost its "<".
 _LOST_LT = re.compile(r"(?:function|call|invoke|tool)=[\w.\-]+>")
 MISSING_LT = "xml.missing_lt"
+NORMALIZE_CLOSE_TAG = "xml.normalize_close_tag"
 # `<get_weather⏎city: Oslo⏎/>`: an opening tag left open around YAML lines, closed by "/>".
 _LEFT_OPEN_TAG = re.compile(r"<[^\s<>/]+[ \t]*\r?\n([^<>]*?)/>[ \t\r\n]*\Z")
 _HARMONY_CHANNEL = re.compile(r"<\|channel\|>[a-z]*")
@@ -147,16 +150,24 @@ class ToolCallCodec:
             self._pipeline = base.with_added(self._heuristics) if self._heuristics else base
         return self._pipeline
 
-    def decode(self, data: str | dict[str, Any]) -> DecodeResult:
+    def decode(self, data: str | dict[str, Any], *,
+               finish_reason: str | None = None) -> DecodeResult:
         """Decode a complete model output (str) or an OpenAI assistant message (dict).
+
+        ``finish_reason`` is why the generation stopped, as the model server said. With
+        ``"length"`` (cut off by ``max_tokens``) a call the end of the output cut before it
+        closed yields no call but a ``truncated`` error, its text kept in ``content``; calls
+        that closed before it are kept. Any other value (or None) changes nothing: a cut call
+        is then completed and named (``json.unclosed``, ``xml.balance_tags``, …), see
+        docs/truncation.md.
 
         Never raises: malformed input comes back with ``ok=False`` and structured errors.
         """
         try:
             if isinstance(data, str):
-                return encodable_result(self._decode_text(data))
+                return encodable_result(self._decode_text(data, finish_reason))
             if isinstance(data, dict):
-                return encodable_result(self._decode_message(data))
+                return encodable_result(self._decode_message(data, finish_reason))
             error = CodecError(BAD_REQUEST, "decode() takes a str (model output) or a dict "
                                f"(assistant message), not {type(data).__name__}",
                                {"got": type(data).__name__})
@@ -188,10 +199,10 @@ class ToolCallCodec:
 
     # -- text -----------------------------------------------------------------------------
 
-    def _decode_text(self, text: str) -> DecodeResult:
+    def _decode_text(self, text: str, finish_reason: str | None = None) -> DecodeResult:
         eng = self.engine()
         eng.feed(text)
-        eng.finish()
+        eng.finish(finish_reason)
         return eng.result()
 
     def engine(self, *, native: bool = False, id_prefix: str = "") -> Any:
@@ -226,6 +237,9 @@ class ToolCallCodec:
         payload = text[block.body_start:block.body_end]
         base: list[str] = []
         marker = self._openers.markers.get(block.tag) if block.fmt == "marker" else None
+        if block.fmt == "tool_call" and block.closed \
+                and text[block.body_end:block.end] != _TOOL_CALL_CLOSE:
+            base.append(NORMALIZE_CLOSE_TAG)  # `</ tool_call >`
         if not block.closed:
             base.append("format.missing_end" if marker else "xml.balance_tags")
             if block.fmt == "tool_call":
@@ -469,11 +483,12 @@ class ToolCallCodec:
 
     # -- messages -------------------------------------------------------------------------
 
-    def _decode_message(self, message: dict[str, Any]) -> DecodeResult:
+    def _decode_message(self, message: dict[str, Any],
+                        finish_reason: str | None = None) -> DecodeResult:
         msg = native.read_message(message)
         eng = self.engine(native=msg.has_calls)
         eng.feed(msg.content)
-        eng.finish()
+        eng.finish(finish_reason)
         return self.message_result(eng, msg)
 
     def message_result(self, eng: Any, msg: native.NativeMessage) -> DecodeResult:
@@ -487,8 +502,11 @@ class ToolCallCodec:
             result = eng.result()
         else:
             asm = eng.asm
-            for nc in msg.calls:
-                call, errors = self._native_call(nc)
+            last = len(msg.calls) - 1
+            for i, nc in enumerate(msg.calls):
+                # the output was cut off: the last call's arguments may be cut short
+                call, errors = self._native_call(nc, cut=eng.finish_reason == "length"
+                                                 and i == last)
                 if call is not None:
                     asm.calls.append(call)
                     asm.repairs.extend(call.repairs)
@@ -505,13 +523,16 @@ class ToolCallCodec:
         result.ok = not result.errors
         return result
 
-    def _native_call(self, nc: native.NativeCall) -> tuple[Call | None, list[CodecError]]:
+    def _native_call(self, nc: native.NativeCall, *,
+                     cut: bool = False) -> tuple[Call | None, list[CodecError]]:
         args, base, errors = nc.arguments, [], []
         if isinstance(args, str):  # the usual case: OpenAI sends arguments as JSON text
             args, changed = _strip_bidi(args)
             base = ["text.bidi_removed"] if changed else []
             args, repairs, errors = self._parse_json(args)
             base += repairs
+            if cut and UNCLOSED in repairs:  # arguments the end of the output cut short
+                errors = [truncated("inside this call's arguments")]
         result = None if errors else self.validate(nc.name, args)
         if result is None or not result.ok:
             raw = nc.arguments if isinstance(nc.arguments, str) else _dump(nc.arguments)
@@ -753,14 +774,16 @@ def codec_for(tools: list[dict[str, Any]] | None, **options: Any) -> ToolCallCod
 def decode(text: str | dict[str, Any], tools: list[dict[str, Any]] | None = None, *,
            heuristics: Iterable[Any] = (), pipeline: Any = None, nfkc_strings: bool = False,
            limits: Limits | dict[str, int] = DEFAULT_LIMITS, starts_in_reasoning: bool = False,
-           formats: Iterable[str] | None = None) -> DecodeResult:
+           formats: Iterable[str] | None = None,
+           finish_reason: str | None = None) -> DecodeResult:
     """Decode with a cached codec for ``tools``; see ``ToolCallCodec.decode``.
 
-    The keyword options are ``ToolCallCodec``'s, with the same meaning and defaults.
+    The keyword options are ``ToolCallCodec``'s, with the same meaning and defaults;
+    ``finish_reason`` is the model server's (``"length"``: a call the output cut off is no call).
     """
     options = _given(heuristics=heuristics, pipeline=pipeline, nfkc_strings=nfkc_strings,
                      limits=limits, starts_in_reasoning=starts_in_reasoning, formats=formats)
-    return codec_for(tools, **options).decode(text)
+    return codec_for(tools, **options).decode(text, finish_reason=finish_reason)
 
 
 def validate(name: str, arguments: Any, tools: list[dict[str, Any]] | None = None, *,

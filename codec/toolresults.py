@@ -24,6 +24,7 @@ import orjson
 from toolcodec.coerce import coerce_checked
 from toolcodec.errors import BAD_REQUEST, SCHEMA_VIOLATION, CodecError
 from toolcodec.jsonrepair import repair_json
+from toolcodec.jsonscan import UNQUOTED_VALUE
 from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.tools import InvalidToolsError, ToolSpec, compile_schema
 
@@ -123,6 +124,8 @@ def _repaired(spec: ToolSpec, output: Any, value: Any, strict: bool,
     repairs: list[str] = []
     if not strict:
         res = repair_json(output, limits=limits)
+        if not res.ok and spec.validator.is_valid(output):  # prose, for a string schema
+            return output, [UNQUOTED_VALUE], []
         if not res.ok:
             return None, [], [_tagged(e, spec.name) for e in res.errors[:_MAX_ERRORS]]
         value, repairs = res.value, list(res.repairs)

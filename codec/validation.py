@@ -6,6 +6,7 @@ from typing import Any
 
 from toolcodec.coerce import DECODE_JSON_STRING, coerce_checked
 from toolcodec.errors import (
+    ARITHMETIC_EXPRESSION,
     INVALID_JSON,
     NESTING_TOO_DEEP,
     SCHEMA_VIOLATION,
@@ -14,6 +15,7 @@ from toolcodec.errors import (
     json_kind,
 )
 from toolcodec.jsonrepair import repair_json
+from toolcodec.jsonscan import is_arithmetic
 from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.normalize import NestingTooDeep, normalize_payload
 from toolcodec.result import ValidationResult
@@ -23,17 +25,23 @@ _MAX_ERRORS = 50  # one bad array of 10 000 items must not yield 10 000 errors
 _MAX_VALUE_REPR = 80
 _MAX_MESSAGE = 300
 _MAX_LISTED_TOOLS = 10
+_MAX_EXPRESSION = 200  # longer text is not looked at as arithmetic
 
 
 def check_arguments(spec: ToolSpec, arguments: object) -> list[CodecError]:
     """Validate *arguments* against ``spec``'s schema; one ``schema_violation`` per problem.
 
     Errors are sorted by JSON path. Each carries ``path`` (a JSON Pointer, ``""`` for the
-    arguments object itself), ``tool`` and ``validator`` (the failing schema keyword).
-    Values quoted in messages are truncated, so a huge argument cannot flood a log.
+    arguments object itself), ``tool`` and ``validator`` (the failing schema keyword); the
+    first also carries ``arguments``, the arguments as read and checked, so that a retry
+    prompt or a UI can show what the model tried (once: a call's arguments are not copied
+    into each of its errors). Values quoted in messages are truncated, so a huge argument
+    cannot flood a log.
     """
     found = sorted(spec.validator.iter_errors(arguments), key=_error_order)
     errors = [_violation(spec.name, e) for e in found[:_MAX_ERRORS]]
+    if errors:
+        errors[0] = _with_arguments(errors[0], arguments)
     if len(found) > _MAX_ERRORS:
         errors.append(
             CodecError(
@@ -105,7 +113,7 @@ def _as_object(
         return arguments, CodecError(
             SCHEMA_VIOLATION,
             f"arguments of {spec.name!r} must be a JSON object, got {json_kind(arguments)}",
-            {"path": "", "tool": spec.name, "validator": "type"},
+            {"path": "", "tool": spec.name, "validator": "type", "arguments": arguments},
         )
     return arguments, None
 
@@ -146,6 +154,12 @@ def _error_order(error: Any) -> tuple:
 
 def _violation(tool: str, error: Any) -> CodecError:
     pointer = _json_pointer(error.absolute_path)
+    arithmetic = _arithmetic(error)
+    if arithmetic is not None:  # `<parameter=n>2 ** 8</parameter>`, `{"n": "100 * 3"}`
+        return CodecError(ARITHMETIC_EXPRESSION, f"{pointer or '(arguments)'}: arithmetic "
+                          f"expression `{_short(arithmetic)}` where a number is expected: "
+                          "send its computed result",
+                          {"path": pointer, "tool": tool, "expression": _short(arithmetic)})
     message = error.message
     shown = repr(error.instance)
     if len(shown) > _MAX_VALUE_REPR and shown in message:
@@ -157,6 +171,21 @@ def _violation(tool: str, error: Any) -> CodecError:
         # validator is None when a `false` subschema rejected the value
         {"path": pointer, "tool": tool, "validator": str(error.validator or "false")},
     )
+
+
+def _arithmetic(error: Any) -> str | None:
+    """The expression, when a number was expected and the text given reads as arithmetic."""
+    wanted = error.validator_value if error.validator == "type" else None
+    wanted = [wanted] if isinstance(wanted, str) else wanted
+    if not isinstance(error.instance, str) or not isinstance(wanted, list) \
+            or not wanted or not set(wanted) <= {"integer", "number", "null"}:
+        return None
+    text = error.instance.strip()
+    return text if len(text) <= _MAX_EXPRESSION and is_arithmetic(text) else None
+
+
+def _with_arguments(error: CodecError, arguments: object) -> CodecError:
+    return CodecError(error.code, error.message, {**error.details, "arguments": arguments})
 
 
 def _json_pointer(path: Any) -> str:

@@ -40,9 +40,11 @@ class PoolStream:
         """Take the next piece of the output; never raises."""
         return await self._run(lambda: self._stream.feed(chunk), final=False)
 
-    async def close(self) -> list[Event]:
-        """End of the stream: everything held back is released."""
-        return await self._run(self._stream.close, final=True)
+    async def close(self, finish_reason: str | None = None) -> list[Event]:
+        """End of the stream: everything held back is released. ``finish_reason`` as in
+        ``StreamDecoder.close`` (a block the output cut off is decided here, never sent to
+        a worker)."""
+        return await self._run(lambda: self._stream.close(finish_reason), final=True)
 
     def result(self) -> DecodeResult:
         return self._stream.result()

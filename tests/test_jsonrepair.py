@@ -57,7 +57,7 @@ REPAIRS = [
     ('{"u": https://x.org/a}', {"u": "https://x.org/a"}, ["json.unquoted_value"]),
     ('{"code": 0789}', {"code": "0789"}, ["json.unquoted_value"]),
     ('{"a": abc", "b": 1}', {"a": "abc", "b": 1}, ["json.unquoted_value"]),
-    ("hello world", "hello world", ["json.unquoted_value"]),
+    ("hello", "hello", ["json.unquoted_value"]),
     # literals
     ('{"a": True, "b": False, "c": None}', {"a": True, "b": False, "c": None},
      ["json.python_literal"]),
@@ -317,6 +317,11 @@ def test_prefix_failure_returns_start() -> None:
     ("[- ", "not a value"),
     ("-", "not a value"),
     (".", "not a value"),
+    # issue #27: an answer in words is no value (it was read as a string, or its first word)
+    ("Sorry, I cannot help with that.", "prose"),
+    ("hello world", "prose"),
+    ("No, that is not possible.", "prose"),
+    ("a,b", "prose"),
 ])
 def test_data_losing_readings_are_refused(text, why):
     res = repair_json(text)

@@ -81,6 +81,11 @@ def _loss_refused(res: RepairResult, expected: Any) -> bool:
                                              in e.message) for e in res.errors)
 
 
+def _prose_refused(res: RepairResult, expected: Any) -> bool:
+    # words at the top level with no JSON structure: the peers return them as a string
+    return any(e.code == "invalid_json" and "prose" in e.message for e in res.errors)
+
+
 def _escape_kept(res: RepairResult, expected: Any) -> bool:
     return "json.invalid_escape" in res.repairs and (
         _without_backslashes(res.value) == _without_backslashes(expected)
@@ -108,6 +113,7 @@ DELIBERATE: dict[str, Callable[[RepairResult, Any], bool]] = {
     "nonfinite_to_null": _nonfinite,
     "missing_is_null_dangling_dropped": _null_not_empty,
     "loss_refused": _loss_refused,
+    "prose_refused": _prose_refused,
     "unknown_escape_kept": _escape_kept,
     "trailing_whitespace_kept": _whitespace_kept,
 }

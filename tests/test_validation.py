@@ -180,6 +180,7 @@ def test_refused_boolean_is_reported_not_guessed():
         "path": "/on",
         "tool": "f",
         "validator": "type",
+        "arguments": {"on": "yes"},  # issue #27 item 7: what the model tried
     }
 
 

@@ -51,9 +51,13 @@ def _message(case: dict[str, Any]) -> dict[str, Any]:
 def _answer(name: str, case: dict[str, Any]) -> dict[str, Any]:
     return {"id": f"chatcmpl-{name}", "object": "chat.completion", "created": CREATED,
             "model": MODEL, "choices": [{"index": 0, "message": _message(case),
-                                          "finish_reason": "tool_calls" if case.get("tool_calls")
-                                          else "stop"}],
+                                          "finish_reason": _finish(case)}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}}
+
+
+def _finish(case: dict[str, Any]) -> str:
+    """The case's recorded finish_reason (``length`` for an output cut by max_tokens)."""
+    return case.get("finish_reason") or ("tool_calls" if case.get("tool_calls") else "stop")
 
 
 def _deltas(case: dict[str, Any]) -> list[dict[str, Any]]:
@@ -87,7 +91,7 @@ async def _stream(name: str, case: dict[str, Any], cut: bool):
         await asyncio.sleep(0)
     if cut:
         raise ConnectionResetError("stand-in cuts the stream")  # uvicorn drops the connection
-    yield _chunk(name, {}, "tool_calls" if case.get("tool_calls") else "stop")
+    yield _chunk(name, {}, _finish(case))
     yield b"data: [DONE]\n\n"
 
 

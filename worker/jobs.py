@@ -121,7 +121,9 @@ def _op_decode(payload: dict) -> dict:
     if (text is None) == (message is None):
         raise BadRequest("decode needs exactly one of 'text' (string) or 'message' (object)")
     source = _field(payload, "text", str) if text is not None else _field(payload, "message", dict)
-    return _codec(payload, tools_required=False).decode(source).to_dict()
+    finish_reason = _field(payload, "finish_reason", str, required=False)  # "length": cut off
+    return _codec(payload, tools_required=False).decode(
+        source, finish_reason=finish_reason).to_dict()
 
 
 def _op_repair(payload: dict) -> dict:
@@ -261,7 +263,7 @@ OPS: dict[str, Callable[[dict], dict]] = {
 # The callers' ops, in the order docs list them; decode_block is the streaming pool's own.
 PUBLIC_OPS = ("decode", "repair", "validate", "kindaxml", "validate_result")
 PAYLOAD_FIELDS: dict[str, frozenset[str]] = {
-    "decode": frozenset({"text", "message", "tools", "options"}),
+    "decode": frozenset({"text", "message", "tools", "options", "finish_reason"}),
     "repair": frozenset({"text", "options"}),
     "validate": frozenset({"name", "arguments", "tools", "options"}),
     "kindaxml": frozenset({"text", "config"}),

@@ -24,6 +24,9 @@ _CALL_BEGIN = re.compile(_token("tool_call_begin"))
 _CALL_END = re.compile(_token("tool_call_end"))
 _SEP = re.compile(_token("tool_sep"))
 _BLANK = re.compile(r"[ \t\r\n]*")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+# A token, or the quote that starts a JSON string (tokens inside one are its text).
+_OR_QUOTE = {t.pattern: re.compile('"|' + t.pattern) for t in (_CALL_BEGIN, _CALL_END)}
 _FENCE = re.compile(r"\A\s*```[ \t]*(?:json)?[ \t]*\r?\n?(.*?)(?:\r?\n)?[ \t]*```\s*\Z", re.S)
 
 
@@ -35,9 +38,9 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
         if begin is None:
             return _fail(f"expected <\uff5ctool\u2581call\u2581begin\uff5c>, found "
                          f"{body[pos:pos + 20]!r}", pos, body)
-        end = _CALL_END.search(body, begin.end())
+        end = _outside_strings(_CALL_END, body, begin.end(), len(body))
         stop = len(body) if end is None else end.start()
-        nxt = _CALL_BEGIN.search(body, begin.end(), stop)
+        nxt = _outside_strings(_CALL_BEGIN, body, begin.end(), stop)
         if nxt is not None:
             return _fail("a call is not ended before the next one begins", pos, body)
         call = _call(body[begin.end():stop])
@@ -48,6 +51,22 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
     if not calls:
         return _fail("no call in the section", 0, body)
     return FormatRead(calls=calls)
+
+
+def _outside_strings(token: re.Pattern[str], body: str, pos: int,
+                     stop: int) -> re.Match[str] | None:
+    """The first ``token`` in ``body[pos:stop]`` that is not inside a JSON string: the ASCII
+    spelling of a token is text a call's argument may hold (``"echo <|tool_call_begin|>"``).
+    Past a string that never closes, the first token counts, as it did before."""
+    either = _OR_QUOTE[token.pattern]
+    while True:
+        m = either.search(body, pos, stop)
+        if m is None or m.group() != '"':
+            return m
+        string = _JSON_STRING.match(body, m.start(), stop)
+        if string is None:
+            return token.search(body, m.start(), stop)
+        pos = string.end()
 
 
 def _call(inner: str) -> tuple[str, str] | str:

@@ -400,11 +400,13 @@ def _escape(m: re.Match[str]) -> str:
     code = m.group(1)
     if code in _SIMPLE:
         return _SIMPLE[code]
-    if code[0] in "xuU":
+    if code[0] in "xuU" and len(code) > 1:
         return _char(int(code[1:], 16))
     if code[0] in "01234567":
         return _char(int(code, 8))
-    return "\\" + code  # Python keeps an unknown escape as written
+    # Python keeps an unknown escape as written; a cut \u, \x or \U (which Python refuses)
+    # is kept so too: no character is invented, none dropped
+    return "\\" + code
 
 
 def _char(point: int) -> str:

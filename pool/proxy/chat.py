@@ -162,15 +162,17 @@ class ChatProxy:
             message = choice.get("message") if isinstance(choice, dict) else None
             if not isinstance(message, dict):
                 continue
-            envelope = await self.pool.asubmit("decode", {"message": message, "tools": tools})
+            reason = choice.get("finish_reason")
+            payload = {"message": message, "tools": tools,
+                       "finish_reason": reason if isinstance(reason, str) else None}
+            envelope = await self.pool.asubmit("decode", payload)
             result = envelope.get("result") if envelope.get("status") == "ok" else None
             outcome, new = _rebuilt(message, result, str(answer.get("id", "")),
                                     choice.get("index", 0))
             self.metrics.count(False, outcome, result or {"errors": [envelope.get("error")]})
             if new is not None:
                 choice["message"] = new
-                choice["finish_reason"] = ("tool_calls" if new.get("tool_calls")
-                                           else _not_tool_calls(choice.get("finish_reason")))
+                choice["finish_reason"] = _finish_reason(reason, bool(new.get("tool_calls")))
             repairs += (result or {}).get("repairs") or []
             reports.append(_report(result, envelope))
         repairs = list(dict.fromkeys(repairs))
@@ -233,7 +235,13 @@ def _plain(message: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in message.items() if k in ("role", "content")}
 
 
-def _not_tool_calls(reason: Any) -> Any:
+def _finish_reason(reason: Any, calls: bool) -> Any:
+    """``tool_calls`` when calls go out, but a cut output stays ``length`` (the client must
+    know; the cut call itself was not completed); no calls left: ``stop``, not ``tool_calls``."""
+    if reason == "length":
+        return reason
+    if calls:
+        return "tool_calls"
     return "stop" if reason == "tool_calls" else reason
 
 

@@ -15,11 +15,12 @@ def call_id(response_id: str, index: int) -> str:
 
 
 def unrepaired_natives(result: dict[str, Any], natives: Any) -> list[dict[str, Any]]:
-    """The native calls decoding refused (by ``call_index``), exactly as the model sent them."""
+    """The native calls decoding refused (by ``call_index``), exactly as the model sent them;
+    not one the output was cut off in (``truncated``): a call never finished reaches no tool."""
     if not isinstance(natives, list):
         return []
     failed = sorted({e["call_index"] for e in result.get("errors") or []
-                     if isinstance(e.get("call_index"), int)})
+                     if isinstance(e.get("call_index"), int) and e.get("code") != "truncated"})
     return [natives[i] for i in failed if 0 <= i < len(natives) and isinstance(natives[i], dict)]
 
 

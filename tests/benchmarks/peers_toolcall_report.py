@@ -34,6 +34,16 @@ CLAIMED = ("apertus", "deepseek_v3", "deepseek_v31", "deepseek_v32", "dots", "fu
            "internlm", "jamba", "json", "kimi_k2", "longcat", "minicpm_xml", "minimax",
            "mistral", "morph_xml", "pythonic", "qwen_xml", "seed_oss_xml", "step3", "yaml_xml")
 
+# Vectors whose peer expectation contradicts a rule of ours: the calls we answer instead, and
+# the rule. They count as passing only when our answer is exactly that.
+DECIDED = {
+    # issue #27 item 5: XML text `null` is null where the schema admits null, as vLLM's
+    # qwen3coder parser reads it; the ai-sdk middleware keeps the string "null"
+    "mw-qwen_xml-0213": [{"name": "set_alarm", "arguments": {
+        "time": "07:30", "days": ["mon", "tue", "wed", "thu", "fri"], "volume": 0.8,
+        "label": None}}],
+}
+
 
 @dataclass
 class Outcome:
@@ -63,8 +73,9 @@ def tools_for(case: dict) -> list[dict]:
 def run_case(case: dict) -> Outcome:
     import toolcodec as codec
 
-    expected = [{"name": c["name"], "arguments": c.get("arguments") or {}}
-                for c in case.get("expected_calls") or []]
+    expected = DECIDED.get(case["id"]) or [
+        {"name": c["name"], "arguments": c.get("arguments") or {}}
+        for c in case.get("expected_calls") or []]
     try:
         tc = codec.ToolCallCodec(tools_for(case))
     except codec.InvalidToolsError as exc:
