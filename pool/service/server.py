@@ -38,6 +38,8 @@ class ServeConfig:
     upstream_key: str | None = None
     tools_as_prompt: bool = False
     upstream_timeout_s: float = 300.0
+    models: Any = None  # toolcodec.pool.proxy.settings.ModelSettings: options per model
+    proxy: dict[str, Any] | None = None  # more toolcodec.pool.proxy.chat.ProxyConfig fields
 
 
 class _DrainingServer(uvicorn.Server):
@@ -62,7 +64,8 @@ def run(config: ServeConfig) -> int:
     pool = Pool(config.backend, timeout_ms=config.timeout_ms, registry=REGISTRY, **options)
     try:
         service = Service(pool, timeout_ms=config.timeout_ms, max_body=config.max_body,
-                          registry=REGISTRY, ready=_readiness(pool, config))
+                          registry=REGISTRY, ready=_readiness(pool, config),
+                          models=config.models)
         extra, proxy = _proxy_routes(config, pool, service)
         uv = uvicorn.Config(build_app(service, extra), host=config.host, port=config.port,
                             log_level="warning", access_log=False, lifespan="off",
@@ -83,8 +86,9 @@ def _proxy_routes(config: ServeConfig, pool: Pool, service: Service) -> tuple[li
 
     proxy = ChatProxy(ProxyConfig(config.upstream, config.upstream_key,
                                   tools_as_prompt=config.tools_as_prompt,
-                                  read_timeout=config.upstream_timeout_s), pool,
-                      registry=service.registry)
+                                  read_timeout=config.upstream_timeout_s,
+                                  **(config.proxy or {})), pool,
+                      registry=service.registry, models=config.models)
     return proxy_routes(proxy, service.max_body), proxy
 
 
