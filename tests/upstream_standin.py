@@ -6,13 +6,21 @@ message (``"case:NAME"``, from ``tests/data/recorded_outputs.jsonl``), as one JS
 with ``stream: true``, as SSE chunks the way vLLM and llama.cpp send them (content in small
 pieces; native tool calls as an id/name fragment followed by argument fragments). Special
 cases: ``case:http500``, ``case:http400`` (error answers), ``case:hang`` (never answers),
-``case:cut:NAME`` (the stream stops half-way through NAME's output, without ``[DONE]``).
-``GET /v1/models`` lists one model; ``GET /_last`` returns the last request body received.
+``case:cut:NAME`` (the stream stops half-way through NAME's output, without ``[DONE]``),
+``case:A+B`` (an ``n = 2`` answer: choice 0 is A's output, choice 1 is B's, their chunks
+interleaved), ``case:trickle`` (a stream that sends a dot every 50 ms and never ends),
+``case:big:N`` (N characters of prose), ``case:badshape`` (``{"choices": 5}``). Streamed
+content comes in 1–8 character deltas, cut at seeded random places; every chunk carries a
+``system_fingerprint``, and content chunks carry ``logprobs`` when the request asks for them.
+``POST /v1/completions``, ``/v1/responses``, ``/v1/embeddings`` echo the body with status 201.
+``GET /v1/models`` lists one model; ``GET /_last`` returns the last request received (body,
+authorization, headers).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from pathlib import Path
 from typing import Any
@@ -31,6 +39,7 @@ CASES: dict[str, dict[str, Any]] = {
     row["name"]: row for row in map(orjson.loads, RECORDED.read_bytes().splitlines()) if row}
 MODEL = "standin-model"
 CREATED = 1_700_000_000
+FINGERPRINT = "fp_standin"
 
 
 def _case(body: dict[str, Any]) -> str:
@@ -48,20 +57,32 @@ def _message(case: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _answer(name: str, case: dict[str, Any]) -> dict[str, Any]:
+def _answer(name: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
     return {"id": f"chatcmpl-{name}", "object": "chat.completion", "created": CREATED,
-            "model": MODEL, "choices": [{"index": 0, "message": _message(case),
-                                          "finish_reason": "tool_calls" if case.get("tool_calls")
-                                          else "stop"}],
+            "model": MODEL, "system_fingerprint": FINGERPRINT,
+            "choices": [{"index": i, "message": _message(case),
+                         "finish_reason": "tool_calls" if case.get("tool_calls") else "stop"}
+                        for i, case in enumerate(cases)],
             "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}}
+
+
+def pieces(text: str, seed: str) -> list[str]:
+    """*text* in 1–8 character pieces, the same ones for the same seed (as a server sends
+    tokens: the cuts fall anywhere, inside special tokens too)."""
+    rng = random.Random(seed)
+    out, i = [], 0
+    while i < len(text):
+        n = rng.randint(1, 8)
+        out.append(text[i:i + n])
+        i += n
+    return out
 
 
 def _deltas(case: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
     reasoning = case.get("reasoning_content") or ""
     out += [{"reasoning_content": reasoning[i:i + 4]} for i in range(0, len(reasoning), 4)]
-    content = case.get("content") or ""
-    out += [{"content": content[i:i + 3]} for i in range(0, len(content), 3)]
+    out += [{"content": piece} for piece in pieces(case.get("content") or "", case["name"])]
     for index, call in enumerate(case.get("tool_calls") or []):
         fn = call["function"]
         out.append({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
@@ -72,23 +93,41 @@ def _deltas(case: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _chunk(name: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
+def _chunk(name: str, delta: dict[str, Any], finish: str | None = None, index: int = 0,
+           logprobs: bool = False) -> bytes:
+    choice: dict[str, Any] = {"index": index, "delta": delta, "finish_reason": finish}
+    if logprobs and delta.get("content"):
+        choice["logprobs"] = {"content": [{"token": delta["content"], "logprob": -0.5,
+                                           "bytes": list(delta["content"].encode()),
+                                           "top_logprobs": []}], "refusal": None}
     body = {"id": f"chatcmpl-{name}", "object": "chat.completion.chunk", "created": CREATED,
-            "model": MODEL, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            "model": MODEL, "system_fingerprint": FINGERPRINT, "choices": [choice]}
     return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
-async def _stream(name: str, case: dict[str, Any], cut: bool):
-    deltas = _deltas(case)
+async def _stream(name: str, cases: list[dict[str, Any]], cut: bool, logprobs: bool):
+    """The choices' deltas interleaved (choice i of an ``n > 1`` answer is ``cases[i]``)."""
+    streams = [_deltas(case) for case in cases]
     if cut:
-        deltas = deltas[: max(1, len(deltas) // 2)]
-    for delta in deltas:
-        yield _chunk(name, delta)
+        streams = [deltas[: max(1, len(deltas) // 2)] for deltas in streams]
+    for step in range(max(map(len, streams))):
+        for index, deltas in enumerate(streams):
+            if step < len(deltas):
+                yield _chunk(name, deltas[step], index=index, logprobs=logprobs)
         await asyncio.sleep(0)
     if cut:
         raise ConnectionResetError("stand-in cuts the stream")  # uvicorn drops the connection
-    yield _chunk(name, {}, "tool_calls" if case.get("tool_calls") else "stop")
+    for index, case in enumerate(cases):
+        yield _chunk(name, {}, "tool_calls" if case.get("tool_calls") else "stop", index=index)
     yield b"data: [DONE]\n\n"
+
+
+async def _trickle(name: str):
+    """A stream that never ends: one short piece of prose at a time, slowly."""
+    yield _chunk(name, {"role": "assistant", "content": ""})
+    for _ in range(3000):
+        yield _chunk(name, {"content": "."})
+        await asyncio.sleep(0.05)
 
 
 class Standin:
@@ -102,6 +141,8 @@ class Standin:
             Route("/v1/chat/completions", self._completions, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/_last", self._last, methods=["GET"]),
+            *(Route(f"/v1/{path}", self._other, methods=["POST"])
+              for path in ("completions", "responses", "embeddings")),
         ])
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                 lifespan="off")
@@ -129,8 +170,19 @@ class Standin:
 
     async def _completions(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
-        self.last = {"body": body, "authorization": request.headers.get("authorization")}
+        self.last = {"body": body, "authorization": request.headers.get("authorization"),
+                     "headers": dict(request.headers)}
         name = _case(body)
+        if name == "badshape":
+            return JSONResponse({"id": "x", "choices": 5})
+        if name == "trickle":
+            return StreamingResponse(_trickle(name), media_type="text/event-stream")
+        if name.startswith("big:"):  # prose of that many characters
+            case = {"name": name, "content": "word " * (int(name[4:]) // 5)}
+            if body.get("stream"):
+                return StreamingResponse(_stream(name, [case], False, False),
+                                         media_type="text/event-stream")
+            return JSONResponse(_answer(name, [case]))
         if name == "http500":
             return JSONResponse({"error": {"message": "boom", "type": "server_error"}}, 500)
         if name == "http400":
@@ -140,7 +192,16 @@ class Standin:
             await asyncio.sleep(3600)
         cut = name.startswith("cut:")
         name = name[4:] if cut else name
-        case = CASES[name]
+        cases = [CASES[n] for n in name.split("+")]  # "A+B": choice 0 is A, choice 1 is B
         if body.get("stream"):
-            return StreamingResponse(_stream(name, case, cut), media_type="text/event-stream")
-        return JSONResponse(_answer(name, case))
+            return StreamingResponse(_stream(name, cases, cut, bool(body.get("logprobs"))),
+                                     media_type="text/event-stream")
+        return JSONResponse(_answer(name, cases))
+
+    async def _other(self, request: Request) -> Response:
+        """/v1/completions, /v1/responses, /v1/embeddings: an echo of what arrived."""
+        body = orjson.loads(await request.body())
+        self.last = {"body": body, "authorization": request.headers.get("authorization"),
+                     "headers": dict(request.headers)}
+        return JSONResponse({"object": "standin.echo", "path": request.url.path, "body": body},
+                            201)
