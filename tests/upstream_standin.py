@@ -9,7 +9,10 @@ cases: ``case:http500``, ``case:http400`` (error answers), ``case:hang`` (never 
 ``case:cut:NAME`` (the stream stops half-way through NAME's output, without ``[DONE]``),
 ``case:A+B`` (an ``n = 2`` answer: choice 0 is A's output, choice 1 is B's, their chunks
 interleaved), ``case:trickle`` (a stream that sends a dot every 50 ms and never ends),
-``case:big:N`` (N characters of prose), ``case:badshape`` (``{"choices": 5}``). Streamed
+``case:big:N`` (N characters of prose), ``case:bigcall:N`` (a Hermes call with an N-character
+argument), ``case:bigline:N`` (one SSE line with N characters of content),
+``case:gated:NAME`` (half of NAME's stream, then nothing until ``POST /_release``, then the
+rest), ``case:badshape`` (``{"choices": 5}``). Streamed
 content comes in 1–8 character deltas, cut at seeded random places; every chunk carries a
 ``system_fingerprint``, and content chunks carry ``logprobs`` when the request asks for them.
 ``POST /v1/completions``, ``/v1/responses``, ``/v1/embeddings`` echo the body with status 201.
@@ -135,12 +138,14 @@ class Standin:
 
     def __init__(self) -> None:
         self.last: dict[str, Any] | None = None
+        self.gate = threading.Event()  # case:gated:NAME waits for it (POST /_release)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         app = Starlette(routes=[
             Route("/v1/chat/completions", self._completions, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/_last", self._last, methods=["GET"]),
+            Route("/_release", self._release, methods=["POST"]),
             *(Route(f"/v1/{path}", self._other, methods=["POST"])
               for path in ("completions", "responses", "embeddings")),
         ])
@@ -177,6 +182,21 @@ class Standin:
             return JSONResponse({"id": "x", "choices": 5})
         if name == "trickle":
             return StreamingResponse(_trickle(name), media_type="text/event-stream")
+        if name.startswith("gated:"):
+            case = CASES[name[6:]]
+            return StreamingResponse(self._gated(name, case), media_type="text/event-stream")
+        if name.startswith("bigline:"):  # one chunk of that many characters
+            chunk = _chunk(name, {"role": "assistant", "content": "z" * int(name[8:])})
+            return StreamingResponse(iter([chunk, b"data: [DONE]\n\n"]),
+                                     media_type="text/event-stream")
+        if name.startswith("bigcall:"):  # a Hermes call with an argument that long
+            text = ('<tool_call>{"name": "search_files", "arguments": {"query": "'
+                    + "q" * int(name[8:]) + '"}}</tool_call>')
+            case = {"name": name, "content": text}
+            if body.get("stream"):
+                return StreamingResponse(_stream(name, [case], False, False),
+                                         media_type="text/event-stream")
+            return JSONResponse(_answer(name, [case]))
         if name.startswith("big:"):  # prose of that many characters
             case = {"name": name, "content": "word " * (int(name[4:]) // 5)}
             if body.get("stream"):
@@ -197,6 +217,23 @@ class Standin:
             return StreamingResponse(_stream(name, cases, cut, bool(body.get("logprobs"))),
                                      media_type="text/event-stream")
         return JSONResponse(_answer(name, cases))
+
+    async def _gated(self, name: str, case: dict[str, Any]):
+        """Half of the output, then nothing until ``POST /_release``, then the rest."""
+        deltas = _deltas(case)
+        half = len(deltas) // 2
+        for delta in deltas[:half]:
+            yield _chunk(name, delta)
+        while not self.gate.is_set():  # the test opens the gate when it has seen what it awaits
+            await asyncio.sleep(0.01)
+        for delta in deltas[half:]:
+            yield _chunk(name, delta)
+        yield _chunk(name, {}, "stop")
+        yield b"data: [DONE]\n\n"
+
+    async def _release(self, request: Request) -> Response:
+        self.gate.set()
+        return JSONResponse({"released": True})
 
     async def _other(self, request: Request) -> Response:
         """/v1/completions, /v1/responses, /v1/embeddings: an echo of what arrived."""
