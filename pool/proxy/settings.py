@@ -128,7 +128,11 @@ class ModelSettings:
         if preset:
             settings.defaults = {**settings.defaults,
                                  **check_options({"preset": preset}, "--preset")}
-        settings.models = _merged(flags) + settings.models
+        # Flags come first in match order; for a name both give, the flag's keys win.
+        file_entries = dict(settings.models)
+        merged = _merged(flags)
+        settings.models = [(p, {**file_entries.get(p, {}), **o}) for p, o in merged] + [
+            (p, o) for p, o in settings.models if p not in dict(merged)]
         return settings
 
     @classmethod
