@@ -243,6 +243,7 @@ class ChatProxy:
                              headers: dict[str, str]
                              ) -> tuple[int, dict[str, Any], dict[str, str]]:
         choices = answer["choices"]
+        # seam: each choice's finish_reason goes into its job payload once decode takes it
         envelopes = await asyncio.gather(*(self.pool.asubmit("decode", {
             "message": c["message"], "tools": prepared.tools, "options": prepared.options})
             for c in choices))

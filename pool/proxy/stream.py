@@ -205,6 +205,8 @@ class Relay:
             self._choice(0)  # upstream sent no choice: the client still gets a final chunk
         for index in sorted(self.choices):
             state = self.choices[index]
+            # seam: state.finish is the upstream's finish_reason for this choice, for the
+            # decoder's close(finish_reason=...) once the stream decoder takes it
             out += self._out(state, await state.decoder.close())
             result = state.decoder.result().to_dict()
             for native in unrepaired_natives(result, state.decoder.assembled_message()
