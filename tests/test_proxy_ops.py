@@ -285,3 +285,15 @@ def test_heartbeats_keep_a_stream_alive_while_a_block_is_pending(proxy, upstream
                                                                         "days": 3}]
     first_call = next(i for i, line in enumerate(lines) if "tool_calls" in line)
     assert lines.index(": keep-alive") < first_call
+
+
+def test_tools_the_codec_refuses_are_a_400_before_going_upstream(proxy, upstream) -> None:
+    bad = [{"type": "function", "function": {"name": "x", "parameters": {"type": 5}}}]
+    httpx.post(proxy.url + "/v1/chat/completions", json={"model": "m", "messages": ask("prose")})
+    for stream in (False, True):
+        response = httpx.post(proxy.url + "/v1/chat/completions", json={
+            "model": "m", "messages": ask("hermes_broken"), "tools": bad, "stream": stream})
+        assert response.status_code == 400, stream
+        assert response.json()["error"]["type"] == "invalid_request_error"
+        assert "tools rejected" in response.json()["error"]["message"]
+    assert httpx.get(upstream.url + "/_last").json()["body"]["messages"] == ask("prose")

@@ -51,6 +51,7 @@ from toolcodec.pool.proxy.upstream import (
     read_body,
     shape_problem,
 )
+from toolcodec.toolcodec import codec_for
 from toolcodec.tools import InvalidToolsError
 
 REPORT_HEADER = "x-toolcodec-report"
@@ -225,6 +226,10 @@ class ChatProxy:
         except SettingsError as exc:
             self.metrics.count(False, "bad_request")
             return 400, _bad_request(str(exc)), {}
+        problem = _tools_problem(prepared)
+        if problem is not None:
+            self.metrics.count(False, "bad_request")
+            return 400, _bad_request(problem), {}
         try:
             async with asyncio.timeout(self.config.deadline):
                 answer = await self._post(prepared, headers)
@@ -292,6 +297,10 @@ class ChatProxy:
         except SettingsError as exc:
             self.metrics.count(True, "bad_request")
             return 400, _bad_request(str(exc)), {}
+        problem = _tools_problem(prepared)
+        if problem is not None:
+            self.metrics.count(True, "bad_request")
+            return 400, _bad_request(problem), {}
         request = self.client.build_request("POST", f"{self.config.base}/chat/completions",
                                             json=self.upstream_body(prepared.upstream),
                                             headers=self.upstream_headers(headers))
@@ -329,6 +338,18 @@ class ChatProxy:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _tools_problem(prepared: Prepared) -> str | None:
+    """Why the request's tools cannot be decoded with (None: they can): the client's error,
+    told before any generation. The codec is cached; workers build their own."""
+    if not prepared.decode:
+        return None
+    try:
+        codec_for(prepared.tools)
+    except InvalidToolsError as exc:
+        return f"tools rejected: {exc}"
+    return None
 
 
 def _rebuilt(message: dict[str, Any], result: dict[str, Any], response_id: str,

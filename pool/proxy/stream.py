@@ -69,6 +69,7 @@ class Relay:
         self.choices: dict[int, _Choice] = {}
         self.failure: tuple[str, str] | None = None  # (code, message)
         self.started = False  # a byte went to the client
+        self.raw = False  # no decoder could be made: the rest is relayed as it comes
 
     @property
     def undecoded(self) -> list[dict[str, Any]]:
@@ -136,7 +137,7 @@ class Relay:
     # -- chunks -----------------------------------------------------------------------------
 
     async def _chunk(self, chunk: dict[str, Any]) -> list[bytes]:
-        if not self.prepared.decode:  # tool_choice "none": relayed as upstream wrote it
+        if not self.prepared.decode or self.raw:  # tool_choice "none": relayed as written
             self.started = True
             return [_sse(chunk)]
         self._learn(chunk)
@@ -149,8 +150,9 @@ class Relay:
                 continue
             index = choice.get("index", 0)
             state = self._choice(index if isinstance(index, int) else 0)
-            if state is None:
-                continue
+            if state is None:  # no decoder (checked before upstream, so never in practice)
+                self.raw = True
+                return out + [_sse(chunk)]
             if isinstance(choice.get("logprobs"), dict):
                 state.logprobs.append(choice["logprobs"])
             state.finish = choice.get("finish_reason") or state.finish
