@@ -124,6 +124,8 @@ def test_pool_stream_takes_a_preset(tmp_path) -> None:
     assert got["reasoning"] == "The user wants Oslo." and got["calls"]
     assert job_options({"preset": "qwen3-thinking"}) == {
         "formats": ["hermes", "qwen_xml"], "starts_in_reasoning": True}
+    with pytest.raises(SettingsError, match="unknown preset"):  # a ValueError, with the names
+        job_options({"preset": "qwen4"})
 
 
 # -- over HTTP ---------------------------------------------------------------------------------

@@ -94,6 +94,8 @@ def check_options(options: Any, where: str) -> dict[str, Any]:
 def expand(options: Mapping[str, Any]) -> dict[str, Any]:
     """One level's options with its ``preset`` expanded (the level's own keys win)."""
     preset = options.get("preset")
+    if preset is not None and preset not in PRESETS:
+        raise SettingsError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
     base = dict(PRESETS[preset]) if preset else {}
     return {**base, **{k: v for k, v in options.items() if k != "preset"}}
 
