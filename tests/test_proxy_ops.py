@@ -257,13 +257,24 @@ def test_upstream_bodies_and_sse_lines_are_capped(proxy) -> None:
     assert [e["error"]["code"] for e in events(lines) if "error" in e] == ["upstream_too_large"]
 
 
-@pytest.mark.parametrize("route", ["completions", "responses", "embeddings"])
+@pytest.mark.parametrize("route", ["completions", "responses", "embeddings", "moderations"])
 def test_other_openai_routes_pass_through_unchanged(proxy, upstream, route) -> None:
     body = {"model": "m", "input": "hello", "toolcodec": {"kept": "as sent"}}
     response = httpx.post(f"{proxy.url}/v1/{route}", json=body,
                           headers={"authorization": "Bearer c"})
     assert response.status_code == 201
     assert response.json() == {"object": "standin.echo", "path": f"/v1/{route}", "body": body}
+    assert httpx.get(upstream.url + "/_last").json()["authorization"] == "Bearer c"
+
+
+def test_a_streamed_completion_passes_through_as_it_comes(proxy) -> None:
+    with httpx.stream("POST", proxy.url + "/v1/completions", json={
+            "model": "m", "prompt": "abc", "stream": True}) as response:
+        body = b"".join(response.iter_bytes())
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert body == b'data: {"text":"a"}\n\ndata: {"text":"b"}\n\ndata: {"text":"c"}\n\n' \
+                   b"data: [DONE]\n\n"
 
 
 def test_heartbeats_keep_a_stream_alive_while_a_block_is_pending(proxy, upstream) -> None:

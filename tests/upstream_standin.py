@@ -15,7 +15,8 @@ argument), ``case:bigline:N`` (one SSE line with N characters of content),
 rest), ``case:badshape`` (``{"choices": 5}``). Streamed
 content comes in 1–8 character deltas, cut at seeded random places; every chunk carries a
 ``system_fingerprint``, and content chunks carry ``logprobs`` when the request asks for them.
-``POST /v1/completions``, ``/v1/responses``, ``/v1/embeddings`` echo the body with status 201.
+``POST /v1/completions``, ``/v1/responses``, ``/v1/embeddings``, ``/v1/moderations`` echo the
+body with status 201 (with ``stream: true``, the ``prompt`` one character per SSE event).
 ``GET /v1/models`` lists one model; ``GET /_last`` returns the last request received (body,
 authorization, headers).
 """
@@ -147,7 +148,7 @@ class Standin:
             Route("/_last", self._last, methods=["GET"]),
             Route("/_release", self._release, methods=["POST"]),
             *(Route(f"/v1/{path}", self._other, methods=["POST"])
-              for path in ("completions", "responses", "embeddings")),
+              for path in ("completions", "responses", "embeddings", "moderations")),
         ])
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                 lifespan="off")
@@ -240,5 +241,9 @@ class Standin:
         body = orjson.loads(await request.body())
         self.last = {"body": body, "authorization": request.headers.get("authorization"),
                      "headers": dict(request.headers)}
+        if body.get("stream"):  # the prompt back, one character per SSE event
+            events = [b"data: " + orjson.dumps({"text": c}) + b"\n\n"
+                      for c in str(body.get("prompt"))] + [b"data: [DONE]\n\n"]
+            return StreamingResponse(iter(events), media_type="text/event-stream")
         return JSONResponse({"object": "standin.echo", "path": request.url.path, "body": body},
                             201)

@@ -7,7 +7,7 @@ them); the assistant message that comes back is decoded with the request's own `
 calls found in the text or in broken native ``tool_calls`` become proper ``tool_calls`` (ids,
 JSON-string arguments, ``finish_reason: "tool_calls"``), the content is what remains, and
 ``<think>`` goes to ``reasoning_content``. ``GET /v1/models`` is passed through, and so are
-``/v1/completions``, ``/v1/responses`` and ``/v1/embeddings`` (unchanged, byte for byte).
+``/v1/completions``, ``/v1/responses``, ``/v1/embeddings`` and ``/v1/moderations`` (unchanged).
 
 Decoder options come per model (``settings``: presets, a config file, flags) and from the
 request's ``"toolcodec"`` field, which never goes upstream (``request``).
@@ -61,7 +61,7 @@ UNDECODED_HEADER = "x-toolcodec-undecoded"
 UNDECODED_REASON = {"rejected": "overload", "timeout": "timeout", "worker_lost": "worker_lost"}
 CAPACITY_CODES = frozenset({"timeout", "rejected", "worker_lost", "internal_error",
                             "backend_unavailable"})
-PASSED_THROUGH = ("/completions", "/responses", "/embeddings")
+PASSED_THROUGH = ("/completions", "/responses", "/embeddings", "/moderations")
 
 __all__ = ["ChatProxy", "ProxyConfig", "ProxyMetrics", "UpstreamError"]
 
@@ -187,7 +187,7 @@ class ChatProxy:
         kind = response.headers.get("content-type", "application/json")
 
         async def relay() -> AsyncIterator[bytes]:
-            parts = response.aiter_raw()
+            parts = response.aiter_bytes()  # decoded: no content-encoding goes back
             try:
                 while True:
                     try:

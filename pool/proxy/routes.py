@@ -1,5 +1,6 @@
 """The proxy's HTTP routes (Starlette): ``POST /v1/chat/completions``, ``GET /v1/models``, and
-``POST /v1/completions``, ``/v1/responses``, ``/v1/embeddings`` relayed unchanged."""
+``POST /v1/completions``, ``/v1/responses``, ``/v1/embeddings``, ``/v1/moderations`` relayed
+unchanged."""
 
 from __future__ import annotations
 
