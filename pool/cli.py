@@ -240,6 +240,31 @@ def _serve_parser(sub: Any) -> None:
                        help="longest wait for the model server between two bytes (default: 300)")
     serve.add_argument("--tools-as-prompt", action="store_true",
                        help="send the request's tools to upstream as a system prompt")
+    serve.add_argument("--proxy-config", default=None, metavar="FILE",
+                       help="decoder options per model name or pattern, TOML or YAML "
+                       "(docs/proxy.md)")
+    serve.add_argument("--preset", default=None, metavar="NAME",
+                       help="decoder preset for models no entry matches, e.g. qwen3, "
+                       "deepseek-r1, glm45, kimi-k2, gpt-oss, mistral, gemma, llama")
+    serve.add_argument("--model-preset", action="append", default=[], metavar="PATTERN=NAME",
+                       help="decoder preset for a model name or fnmatch pattern (repeatable)")
+    serve.add_argument("--model-options", action="append", default=[], metavar="PATTERN=JSON",
+                       help="decoder options (JSON object) for a model name or pattern, e.g. "
+                       "'my-model={\"starts_in_reasoning\": true}' (repeatable)")
+    serve.add_argument("--upstream-connections", type=_bounded_int(1, 100_000), default=512,
+                       help="connections to the model server at most (default: 512)")
+    serve.add_argument("--upstream-pool-timeout-s", type=float, default=5.0,
+                       help="longest wait for a free upstream connection before a 503 "
+                       "(default: 5)")
+    serve.add_argument("--request-deadline-s", type=float, default=600.0,
+                       help="overall deadline of one proxied request, streams included; a "
+                       "trickling upstream is cut there (default: 600)")
+    serve.add_argument("--heartbeat-s", type=float, default=10.0,
+                       help="SSE comment interval while a tool-call block is pending "
+                       "(default: 10)")
+    serve.add_argument("--max-upstream-body", type=_bounded_int(1024, 1 << 30),
+                       default=32 * 1024 * 1024,
+                       help="largest upstream answer, and SSE line, in bytes (default: 32 MiB)")
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -253,15 +278,29 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.backend == "rq" and (args.max_chars or args.max_depth):
         raise CliError("--max-chars/--max-depth are set where the jobs run: "
                        "toolcodec worker --max-chars/--max-depth")
-    for name in ("drain_s", "upstream_timeout_s"):
+    for name in ("drain_s", "upstream_timeout_s", "upstream_pool_timeout_s",
+                 "request_deadline_s", "heartbeat_s"):
         if not (0 < getattr(args, name) <= 3600):
             raise CliError(f"--{name.replace('_', '-')} must be between 0 and 3600 seconds")
+    from toolcodec.pool.proxy.settings import ModelSettings, SettingsError
+
+    try:
+        models = ModelSettings.build(file=args.proxy_config, preset=args.preset,
+                                     model_presets=args.model_preset,
+                                     model_options=args.model_options)
+    except (OSError, SettingsError) as exc:
+        raise CliError(str(exc)) from None
+    proxy = {"connections": args.upstream_connections,
+             "pool_timeout": args.upstream_pool_timeout_s,
+             "deadline": args.request_deadline_s, "heartbeat": args.heartbeat_s,
+             "max_upstream_body": args.max_upstream_body}
     return run(ServeConfig(args.host, args.port, args.backend, args.workers, args.redis_url,
                            args.queue, args.timeout_ms, args.max_body, args.drain_s,
                            args.upstream, key, args.tools_as_prompt,
                            args.upstream_timeout_s, max_chars=args.max_chars,
                            max_depth=args.max_depth,
-                           max_payload_chars=args.max_payload_chars))
+                           max_payload_chars=args.max_payload_chars, models=models,
+                           proxy=proxy))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,7 +8,10 @@ error event, then the text — and the stream goes on: the chat keeps flowing. D
 are counted like any job (``op="decode_block"``).
 
 With every block decoded, the events and ``result()`` are those of ``codec.StreamDecoder``
-(and so of ``decode``).
+(and so of ``decode``) for every format the codec reads: a block goes to the worker with its
+kind and its opener (a tool's name or a marker format's token), which is all a worker needs to
+decode it as ``decode`` would. Options are ``ToolCallCodec``'s, or a family ``preset``
+(``toolcodec.pool.proxy.settings.PRESETS``).
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from typing import Any
 
 from toolcodec.engine import BlockReady
 from toolcodec.errors import CodecError
+from toolcodec.pool.proxy.settings import job_options
 from toolcodec.result import Call, DecodeResult
 from toolcodec.stream import StreamDecoder
 from toolcodec.toolcodec import codec_for
+from toolcodec.worker.limits import job_limits, operator_limits
 
 Event = dict[str, Any]
 
@@ -30,10 +35,20 @@ class PoolStream:
     def __init__(self, pool: Any, tools: list[dict] | None, *, timeout_ms: float | None = None,
                  id_prefix: str | None = None, block_options: dict[str, Any] | None = None,
                  **options: Any) -> None:
-        self.pool, self.tools, self.options = pool, tools or [], options
+        self.pool, self.tools = pool, tools or []
+        # The worker gets the options as JSON; this side reads with the same codec options,
+        # limits clamped to the operator's as the workers clamp them.
+        self.options = job_options(options)
         self.timeout_ms = timeout_ms
         self._extra = dict(block_options or {})  # e.g. the fault-injection delay, in tests
-        self._stream = StreamDecoder(codec_for(tools, **options), id_prefix=id_prefix)
+        local = {**self.options, "limits": job_limits(self.options.get("limits"),
+                                                      operator_limits())}
+        if "formats" in local:
+            local["formats"] = tuple(local["formats"])
+        self._stream = StreamDecoder(codec_for(tools, **local), id_prefix=id_prefix)
+        # Blocks no worker decoded (timeout, rejected, worker_lost, error): the job's status
+        # and error, so that a caller can tell "no capacity" from "the model erred".
+        self.undecoded: list[dict[str, Any]] = []
         self._stream._engine.defer_blocks = True
 
     async def feed(self, chunk: str | dict[str, Any]) -> list[Event]:
@@ -83,6 +98,7 @@ class PoolStream:
         result = envelope.get("result") if envelope.get("status") == "ok" else None
         if result is None:
             error = envelope.get("error") or {"code": envelope.get("status"), "message": ""}
+            self.undecoded.append({"status": envelope.get("status"), **error})
             details = {k: v for k, v in error.items() if k not in ("code", "message")}
             calls, errors = [], [CodecError(error["code"], error["message"], details)]
         else:

@@ -67,3 +67,29 @@ def test_a_slow_block_times_out_and_the_stream_goes_on(monkeypatch) -> None:
     assert text == "before " + block + " after"  # nothing lost, the chat kept flowing
     result = s.result()
     assert not result.ok and result.calls == [] and result.errors[0].code == "timeout"
+    assert [u["status"] for u in s.undecoded] == ["timeout"]  # no capacity, not a model error
+
+
+def test_the_block_job_decodes_marker_blocks_and_refuses_a_tag_that_opens_none() -> None:
+    from toolcodec.worker.jobs import run_job
+
+    block = '[TOOL_CALLS]search[ARGS]{"q": "cats"}'
+    job = {"id": "j", "op": "decode_block", "payload": {
+        "text": block, "fmt": "marker", "tag": "[TOOL_CALLS]", "closed": True,
+        "body": [len("[TOOL_CALLS]"), len(block)], "tools": TOOLS}}
+    out = run_job(job)
+    assert out["status"] == "ok" and out["result"]["calls"][0]["arguments"] == {"q": "cats"}
+    assert out["result"]["calls"][0]["format"] == "mistral"
+    job["payload"]["tag"] = "<not_a_marker>"
+    out = run_job(job)
+    assert out["status"] == "error" and out["error"]["code"] == "bad_request"
+    assert out["error"]["field"] == "payload.tag"
+
+
+def test_a_marker_block_through_the_pool_equals_decode(pool) -> None:
+    text = 'Sure.<|python_tag|>{"name": "search", "parameters": {"q": "cats"}}<|eom_id|>'
+    s = pool.stream(TOOLS, id_prefix="p")
+    events = run(s, [text[i:i + 2] for i in range(0, len(text), 2)])
+    assert s.result().to_dict() == codec.decode(text, tools=TOOLS).to_dict()
+    assert [e["arguments"] for e in events if e["type"] == "tool_call"] == [{"q": "cats"}]
+    assert s.undecoded == []

@@ -6,13 +6,25 @@ message (``"case:NAME"``, from ``tests/data/recorded_outputs.jsonl``), as one JS
 with ``stream: true``, as SSE chunks the way vLLM and llama.cpp send them (content in small
 pieces; native tool calls as an id/name fragment followed by argument fragments). Special
 cases: ``case:http500``, ``case:http400`` (error answers), ``case:hang`` (never answers),
-``case:cut:NAME`` (the stream stops half-way through NAME's output, without ``[DONE]``).
-``GET /v1/models`` lists one model; ``GET /_last`` returns the last request body received.
+``case:cut:NAME`` (the stream stops half-way through NAME's output, without ``[DONE]``),
+``case:A+B`` (an ``n = 2`` answer: choice 0 is A's output, choice 1 is B's, their chunks
+interleaved), ``case:trickle`` (a stream that sends a dot every 50 ms and never ends),
+``case:big:N`` (N characters of prose), ``case:bigcall:N`` (a Hermes call with an N-character
+argument), ``case:bigline:N`` (one SSE line with N characters of content),
+``case:gated:NAME`` (half of NAME's stream, then nothing until ``POST /_release``, then the
+rest), ``case:badshape`` (``{"choices": 5}``). Streamed
+content comes in 1–8 character deltas, cut at seeded random places; every chunk carries a
+``system_fingerprint``, and content chunks carry ``logprobs`` when the request asks for them.
+``POST /v1/completions``, ``/v1/responses``, ``/v1/embeddings``, ``/v1/moderations`` echo the
+body with status 201 (with ``stream: true``, the ``prompt`` one character per SSE event).
+``GET /v1/models`` lists one model; ``GET /_last`` returns the last request received (body,
+authorization, headers).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from pathlib import Path
 from typing import Any
@@ -31,6 +43,7 @@ CASES: dict[str, dict[str, Any]] = {
     row["name"]: row for row in map(orjson.loads, RECORDED.read_bytes().splitlines()) if row}
 MODEL = "standin-model"
 CREATED = 1_700_000_000
+FINGERPRINT = "fp_standin"
 
 
 def _case(body: dict[str, Any], default: str = "prose") -> str:
@@ -48,11 +61,25 @@ def _message(case: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _answer(name: str, case: dict[str, Any]) -> dict[str, Any]:
+def _answer(name: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
     return {"id": f"chatcmpl-{name}", "object": "chat.completion", "created": CREATED,
-            "model": MODEL, "choices": [{"index": 0, "message": _message(case),
-                                          "finish_reason": _finish(case)}],
+            "model": MODEL, "system_fingerprint": FINGERPRINT,
+            "choices": [{"index": i, "message": _message(case),
+                         "finish_reason": _finish(case)}
+                        for i, case in enumerate(cases)],
             "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}}
+
+
+def pieces(text: str, seed: str) -> list[str]:
+    """*text* in 1–8 character pieces, the same ones for the same seed (as a server sends
+    tokens: the cuts fall anywhere, inside special tokens too)."""
+    rng = random.Random(seed)
+    out, i = [], 0
+    while i < len(text):
+        n = rng.randint(1, 8)
+        out.append(text[i:i + n])
+        i += n
+    return out
 
 
 def _finish(case: dict[str, Any]) -> str:
@@ -64,8 +91,7 @@ def _deltas(case: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
     reasoning = case.get("reasoning_content") or ""
     out += [{"reasoning_content": reasoning[i:i + 4]} for i in range(0, len(reasoning), 4)]
-    content = case.get("content") or ""
-    out += [{"content": content[i:i + 3]} for i in range(0, len(content), 3)]
+    out += [{"content": piece} for piece in pieces(case.get("content") or "", case["name"])]
     for index, call in enumerate(case.get("tool_calls") or []):
         fn = call["function"]
         out.append({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
@@ -76,23 +102,41 @@ def _deltas(case: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _chunk(name: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
+def _chunk(name: str, delta: dict[str, Any], finish: str | None = None, index: int = 0,
+           logprobs: bool = False) -> bytes:
+    choice: dict[str, Any] = {"index": index, "delta": delta, "finish_reason": finish}
+    if logprobs and delta.get("content"):
+        choice["logprobs"] = {"content": [{"token": delta["content"], "logprob": -0.5,
+                                           "bytes": list(delta["content"].encode()),
+                                           "top_logprobs": []}], "refusal": None}
     body = {"id": f"chatcmpl-{name}", "object": "chat.completion.chunk", "created": CREATED,
-            "model": MODEL, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            "model": MODEL, "system_fingerprint": FINGERPRINT, "choices": [choice]}
     return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
-async def _stream(name: str, case: dict[str, Any], cut: bool):
-    deltas = _deltas(case)
+async def _stream(name: str, cases: list[dict[str, Any]], cut: bool, logprobs: bool):
+    """The choices' deltas interleaved (choice i of an ``n > 1`` answer is ``cases[i]``)."""
+    streams = [_deltas(case) for case in cases]
     if cut:
-        deltas = deltas[: max(1, len(deltas) // 2)]
-    for delta in deltas:
-        yield _chunk(name, delta)
+        streams = [deltas[: max(1, len(deltas) // 2)] for deltas in streams]
+    for step in range(max(map(len, streams))):
+        for index, deltas in enumerate(streams):
+            if step < len(deltas):
+                yield _chunk(name, deltas[step], index=index, logprobs=logprobs)
         await asyncio.sleep(0)
     if cut:
         raise ConnectionResetError("stand-in cuts the stream")  # uvicorn drops the connection
-    yield _chunk(name, {}, _finish(case))
+    for index, case in enumerate(cases):
+        yield _chunk(name, {}, _finish(case), index=index)
     yield b"data: [DONE]\n\n"
+
+
+async def _trickle(name: str):
+    """A stream that never ends: one short piece of prose at a time, slowly."""
+    yield _chunk(name, {"role": "assistant", "content": ""})
+    for _ in range(3000):
+        yield _chunk(name, {"content": "."})
+        await asyncio.sleep(0.05)
 
 
 class Standin:
@@ -103,12 +147,16 @@ class Standin:
         user message names no case (a question as a reader would ask it)."""
         self.last: dict[str, Any] | None = None
         self.default_case = default_case
+        self.gate = threading.Event()  # case:gated:NAME waits for it (POST /_release)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         app = Starlette(routes=[
             Route("/v1/chat/completions", self._completions, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/_last", self._last, methods=["GET"]),
+            Route("/_release", self._release, methods=["POST"]),
+            *(Route(f"/v1/{path}", self._other, methods=["POST"])
+              for path in ("completions", "responses", "embeddings", "moderations")),
         ])
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                 lifespan="off")
@@ -136,8 +184,34 @@ class Standin:
 
     async def _completions(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
-        self.last = {"body": body, "authorization": request.headers.get("authorization")}
+        self.last = {"body": body, "authorization": request.headers.get("authorization"),
+                     "headers": dict(request.headers)}
         name = _case(body, self.default_case)
+        if name == "badshape":
+            return JSONResponse({"id": "x", "choices": 5})
+        if name == "trickle":
+            return StreamingResponse(_trickle(name), media_type="text/event-stream")
+        if name.startswith("gated:"):
+            case = CASES[name[6:]]
+            return StreamingResponse(self._gated(name, case), media_type="text/event-stream")
+        if name.startswith("bigline:"):  # one chunk of that many characters
+            chunk = _chunk(name, {"role": "assistant", "content": "z" * int(name[8:])})
+            return StreamingResponse(iter([chunk, b"data: [DONE]\n\n"]),
+                                     media_type="text/event-stream")
+        if name.startswith("bigcall:"):  # a Hermes call with an argument that long
+            text = ('<tool_call>{"name": "search_files", "arguments": {"query": "'
+                    + "q" * int(name[8:]) + '"}}</tool_call>')
+            case = {"name": name, "content": text}
+            if body.get("stream"):
+                return StreamingResponse(_stream(name, [case], False, False),
+                                         media_type="text/event-stream")
+            return JSONResponse(_answer(name, [case]))
+        if name.startswith("big:"):  # prose of that many characters
+            case = {"name": name, "content": "word " * (int(name[4:]) // 5)}
+            if body.get("stream"):
+                return StreamingResponse(_stream(name, [case], False, False),
+                                         media_type="text/event-stream")
+            return JSONResponse(_answer(name, [case]))
         if name == "http500":
             return JSONResponse({"error": {"message": "boom", "type": "server_error"}}, 500)
         if name == "http400":
@@ -147,7 +221,37 @@ class Standin:
             await asyncio.sleep(3600)
         cut = name.startswith("cut:")
         name = name[4:] if cut else name
-        case = CASES[name]
+        cases = [CASES[n] for n in name.split("+")]  # "A+B": choice 0 is A, choice 1 is B
         if body.get("stream"):
-            return StreamingResponse(_stream(name, case, cut), media_type="text/event-stream")
-        return JSONResponse(_answer(name, case))
+            return StreamingResponse(_stream(name, cases, cut, bool(body.get("logprobs"))),
+                                     media_type="text/event-stream")
+        return JSONResponse(_answer(name, cases))
+
+    async def _gated(self, name: str, case: dict[str, Any]):
+        """Half of the output, then nothing until ``POST /_release``, then the rest."""
+        deltas = _deltas(case)
+        half = len(deltas) // 2
+        for delta in deltas[:half]:
+            yield _chunk(name, delta)
+        while not self.gate.is_set():  # the test opens the gate when it has seen what it awaits
+            await asyncio.sleep(0.01)
+        for delta in deltas[half:]:
+            yield _chunk(name, delta)
+        yield _chunk(name, {}, "stop")
+        yield b"data: [DONE]\n\n"
+
+    async def _release(self, request: Request) -> Response:
+        self.gate.set()
+        return JSONResponse({"released": True})
+
+    async def _other(self, request: Request) -> Response:
+        """/v1/completions, /v1/responses, /v1/embeddings: an echo of what arrived."""
+        body = orjson.loads(await request.body())
+        self.last = {"body": body, "authorization": request.headers.get("authorization"),
+                     "headers": dict(request.headers)}
+        if body.get("stream"):  # the prompt back, one character per SSE event
+            events = [b"data: " + orjson.dumps({"text": c}) + b"\n\n"
+                      for c in str(body.get("prompt"))] + [b"data: [DONE]\n\n"]
+            return StreamingResponse(iter(events), media_type="text/event-stream")
+        return JSONResponse({"object": "standin.echo", "path": request.url.path, "body": body},
+                            201)

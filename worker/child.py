@@ -167,6 +167,11 @@ class WorkerProcess:
     def _live_conn(self) -> socket.socket:
         if self._conn is None:
             raise WorkerDied("worker is not running")
+        if not os.get_blocking(self._conn.fileno()):
+            # An event loop's add_reader may switch the descriptor to non-blocking behind the
+            # socket object's back (uvloop: libuv's uv_poll_init does); a frame bigger than
+            # the socket buffer then fails half-way with EAGAIN, read as the worker's death.
+            self._conn.setblocking(True)
         return self._conn
 
     def _exit(self) -> str:

@@ -152,24 +152,45 @@ def _op_kindaxml(payload: dict) -> dict:
 
 
 def _op_decode_block(payload: dict) -> dict:
-    """One tool-call block of a stream, decoded on its own (``toolcodec.pool.stream``)."""
+    """One tool-call block of a stream, decoded on its own (``toolcodec.pool.stream``).
+
+    ``fmt`` is the engine's block kind and ``tag`` what opened it: a tool's name, or a marker
+    format's opening token (``[TOOL_CALLS]``, ``<|python_tag|>``…), so every format the codec
+    reads can be decoded here exactly as ``decode`` decodes it.
+    """
     text = _field(payload, "text", str)
     fmt = _field(payload, "fmt", str)
     body = _field(payload, "body", list)
-    if fmt not in ("tool_call", "tool_element", "function", "tool_tag") or len(body) != 2 \
-            or not all(isinstance(b, int) and 0 <= b <= len(text) for b in body):
-        raise BadRequest("decode_block needs fmt (an envelope kind) and body [start, end] "
-                         "inside text", "payload")
+    if fmt not in BLOCK_KINDS or len(body) != 2 \
+            or not all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= len(text)
+                       for b in body) or body[0] > body[1]:
+        raise BadRequest(f"decode_block needs fmt (one of {list(BLOCK_KINDS)}) and body "
+                         "[start, end] inside text", "payload")
+    tag = payload.get("tag") if isinstance(payload.get("tag"), str) else None
+    if fmt == "marker" and tag not in _marker_tokens():
+        raise BadRequest("decode_block: a marker block's tag must be a marker format's opening "
+                         "token (toolcodec.formats.table)", "payload.tag")
     delay = payload.get("_sleep_s")  # fault injection only: a slow block, for tests
     if delay is not None and os.environ.get(FAULT_ENV) == "1" and _is_number(delay):
         time.sleep(min(float(delay), 60.0))
     c = _codec(payload, tools_required=False)
-    tag = payload.get("tag") if isinstance(payload.get("tag"), str) else None
     calls, errors = c.block_calls(text, fmt, tag, bool(payload.get("closed", True)),
                                   (body[0], body[1]))
     return {"ok": not errors,
             "calls": [{**call.to_dict()} for call in calls],
             "errors": [e.to_dict() for e in errors]}
+
+
+# The block kinds the engine hands to a worker (``toolcodec.engine``: every kind but the
+# reasoning and JSON-in-prose candidates, which are decided in the caller).
+BLOCK_KINDS = ("tool_call", "tool_element", "function", "tool_tag", "bare_tag", "marker")
+
+
+@lru_cache(maxsize=1)
+def _marker_tokens() -> frozenset[str]:
+    from toolcodec.formats.table import MARKER_FORMATS
+
+    return frozenset(token for fmt in MARKER_FORMATS for token in fmt.openers)
 
 
 def _op_validate_result(payload: dict) -> dict:

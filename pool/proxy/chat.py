@@ -6,7 +6,11 @@ or any OpenAI-compatible API). ``POST /v1/chat/completions`` goes upstream uncha
 them); the assistant message that comes back is decoded with the request's own ``tools``:
 calls found in the text or in broken native ``tool_calls`` become proper ``tool_calls`` (ids,
 JSON-string arguments, ``finish_reason: "tool_calls"``), the content is what remains, and
-``<think>`` goes to ``reasoning_content``. ``GET /v1/models`` is passed through.
+``<think>`` goes to ``reasoning_content``. ``GET /v1/models`` is passed through, and so are
+``/v1/completions``, ``/v1/responses``, ``/v1/embeddings`` and ``/v1/moderations`` (unchanged).
+
+Decoder options come per model (``settings``: presets, a config file, flags) and from the
+request's ``"toolcodec"`` field, which never goes upstream (``request``).
 
 With ``stream: true`` the upstream SSE stream goes through the streaming decoder: prose is
 forwarded as it comes, a call once it is decoded and validated, and the stream always ends
@@ -17,10 +21,17 @@ when the client sends ``x-toolcodec-report: 1``, in a ``toolcodec`` field of the
 of the last chunk). Errors the model made that could not be repaired stay in the content, as
 ``decode`` leaves them, and are counted; broken native calls that could not be repaired are
 passed on as the model wrote them. The upstream API key is sent upstream only, never logged.
+
+An answer the proxy could not decode (the decode job timed out, was shed for overload, lost
+its worker) is never passed on as if decoded: a whole answer is a 503 with ``Retry-After`` and
+the envelope's error; a stream says it in its final chunk (``toolcodec.undecoded``) and, when
+known before the first byte, in the ``x-toolcodec-undecoded`` header. Both are counted in
+``toolcodec_proxy_undecoded_total{stream, reason}``, not as model errors.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,14 +39,31 @@ from typing import Any
 import httpx
 import orjson
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
-from toolcodec.errors import ALL_CODES
+from toolcodec.errors import ALL_CODES, BAD_REQUEST
 from toolcodec.pool.proxy.message import openai_message, unrepaired_natives
+from toolcodec.pool.proxy.request import Prepared, prepare
+from toolcodec.pool.proxy.settings import ModelSettings, SettingsError
+from toolcodec.pool.proxy.upstream import (
+    UpstreamError,
+    deadline_passed,
+    failure,
+    forwarded,
+    read_body,
+    shape_problem,
+)
+from toolcodec.toolcodec import codec_for
 from toolcodec.tools import InvalidToolsError
 
 REPORT_HEADER = "x-toolcodec-report"
 REPAIRS_HEADER = "x-toolcodec-repairs"
-_HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding",
-                "accept-encoding", "te", "upgrade", "proxy-authorization"}
+UNDECODED_HEADER = "x-toolcodec-undecoded"
+# Job outcomes that say nothing about the model: the decoder had no capacity for the answer.
+UNDECODED_REASON = {"rejected": "overload", "timeout": "timeout", "worker_lost": "worker_lost"}
+CAPACITY_CODES = frozenset({"timeout", "rejected", "worker_lost", "internal_error",
+                            "backend_unavailable"})
+PASSED_THROUGH = ("/completions", "/responses", "/embeddings", "/moderations")
+
+__all__ = ["ChatProxy", "ProxyConfig", "ProxyMetrics", "UpstreamError"]
 
 
 @dataclass(slots=True)
@@ -47,6 +75,11 @@ class ProxyConfig:
     tools_as_prompt: bool = False
     connect_timeout: float = 5.0
     read_timeout: float = 300.0  # between two bytes of the answer: generations are slow
+    connections: int = 512  # upstream connection pool size
+    pool_timeout: float = 5.0  # longest wait for a free connection (then 503 upstream_busy)
+    deadline: float = 600.0  # overall, per request: a trickling upstream is cut here
+    heartbeat: float = 10.0  # SSE comment after this long without a byte to the client
+    max_upstream_body: int = 32 * 1024 * 1024  # an answer, or one SSE line, at most
 
     @property
     def base(self) -> str:
@@ -55,49 +88,53 @@ class ProxyConfig:
 
 
 class ProxyMetrics:
-    """``toolcodec_proxy_requests_total{stream, outcome}`` and
+    """``toolcodec_proxy_requests_total{stream, outcome}``,
     ``toolcodec_proxy_model_errors_total{code}`` (what the model got wrong and the proxy
-    could not repair)."""
+    could not repair) and ``toolcodec_proxy_undecoded_total{stream, reason}`` (answers, or
+    streamed blocks, the proxy had no capacity to decode: overload, timeout, worker_lost,
+    error)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         registry = REGISTRY if registry is None else registry
         self.requests = Counter("toolcodec_proxy_requests_total",
                                 "Proxied chat completions by stream mode and outcome "
-                                "(repaired, unchanged, model_error, upstream_error).",
+                                "(repaired, unchanged, model_error, undecoded, "
+                                "upstream_error, bad_request).",
                                 ["stream", "outcome"], registry=registry)
         self.model_errors = Counter("toolcodec_proxy_model_errors_total",
                                     "Errors in model output the proxy could not repair, by code.",
                                     ["code"], registry=registry)
+        self.undecoded = Counter("toolcodec_proxy_undecoded_total",
+                                 "Answers (streams: blocks) the proxy could not decode for lack "
+                                 "of capacity, by reason (overload, timeout, worker_lost, error).",
+                                 ["stream", "reason"], registry=registry)
 
     def count(self, stream: bool, outcome: str, result: dict[str, Any] | None = None) -> None:
         self.requests.labels(str(stream).lower(), outcome).inc()
         for error in (result or {}).get("errors") or []:
             code = error.get("code")
-            self.model_errors.labels(code if code in ALL_CODES else "other").inc()
+            if code not in CAPACITY_CODES:  # counted as undecoded, not blamed on the model
+                self.model_errors.labels(code if code in ALL_CODES else "other").inc()
 
-
-class UpstreamError(Exception):
-    """Upstream could not be reached or did not answer: ``status`` is what the client gets."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code = status, code
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": str(self), "type": "upstream_error", "code": self.code}}
+    def count_undecoded(self, stream: bool, status: str | None) -> None:
+        self.undecoded.labels(str(stream).lower(), UNDECODED_REASON.get(status or "", "error")
+                              ).inc()
 
 
 class ChatProxy:
     """Talks to upstream; decodes answers with a ``Pool`` (``decode`` jobs) and the stream
-    decoder. Framework-free: ``toolcodec.pool.service.server`` wires it to routes."""
+    decoder. Framework-free: ``toolcodec.pool.proxy.routes`` wires it to routes."""
 
-    def __init__(self, config: ProxyConfig, pool: Any,
-                 registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, config: ProxyConfig, pool: Any, registry: CollectorRegistry | None = None,
+                 models: ModelSettings | None = None) -> None:
         self.config, self.pool = config, pool
+        self.models = models or ModelSettings()
         self.metrics = ProxyMetrics(registry)
-        timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
+        timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout,
+                                pool=config.pool_timeout)
         self.client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(
-            max_connections=512, max_keepalive_connections=64))
+            max_connections=config.connections,
+            max_keepalive_connections=min(64, config.connections)))
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -105,23 +142,7 @@ class ChatProxy:
     # -- upstream ---------------------------------------------------------------------------
 
     def upstream_headers(self, incoming: dict[str, str]) -> dict[str, str]:
-        headers = {k: v for k, v in incoming.items() if k.lower() not in _HOP_HEADERS
-                   and not k.lower().startswith("x-toolcodec")}
-        if self.config.api_key:
-            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
-            headers["authorization"] = f"Bearer {self.config.api_key}"
-        return headers
-
-    async def models(self, headers: dict[str, str]) -> tuple[int, bytes, str]:
-        """``GET /v1/models`` passed through: (status, body, content type)."""
-        try:
-            response = await self.client.get(f"{self.config.base}/models",
-                                              headers=self.upstream_headers(headers))
-        except httpx.HTTPError as exc:
-            error = _upstream_error(exc)
-            return error.status, orjson.dumps(error.body()), "application/json"
-        return (response.status_code, response.content,
-                response.headers.get("content-type", "application/json"))
+        return forwarded(incoming, self.config.api_key)
 
     def upstream_body(self, body: dict[str, Any]) -> dict[str, Any]:
         if not self.config.tools_as_prompt or not body.get("tools"):
@@ -130,86 +151,188 @@ class ChatProxy:
 
         return tools_as_system_prompt(body)
 
+    async def models_list(self, headers: dict[str, str]) -> tuple[int, bytes, str]:
+        """``GET /v1/models`` passed through: (status, body, content type)."""
+        try:
+            async with asyncio.timeout(self.config.deadline):
+                async with self.client.stream("GET", f"{self.config.base}/models",
+                                              headers=self.upstream_headers(headers)) as response:
+                    content = await read_body(response, self.config.max_upstream_body)
+        except TimeoutError:
+            error = deadline_passed(self.config.deadline)
+            return error.status, orjson.dumps(error.body()), "application/json"
+        except (httpx.HTTPError, UpstreamError) as exc:
+            error = exc if isinstance(exc, UpstreamError) else failure(exc)
+            return error.status, orjson.dumps(error.body()), "application/json"
+        return (response.status_code, content,
+                response.headers.get("content-type", "application/json"))
+
+    async def passthrough(self, method: str, path: str, content: bytes,
+                          headers: dict[str, str]) -> tuple[int, dict[str, str], Any]:
+        """Another OpenAI route, relayed unchanged: (status, headers, bytes iterator or an
+        error body)."""
+        request = self.client.build_request(method, f"{self.config.base}{path}", content=content,
+                                            headers={**self.upstream_headers(headers),
+                                                     "content-type": "application/json"})
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.config.deadline
+        try:
+            response = await asyncio.wait_for(self.client.send(request, stream=True),
+                                              self.config.deadline)
+        except TimeoutError:
+            return 504, {}, deadline_passed(self.config.deadline).body()
+        except httpx.HTTPError as exc:
+            error = failure(exc)
+            return error.status, error.headers, error.body()
+        kind = response.headers.get("content-type", "application/json")
+
+        async def relay() -> AsyncIterator[bytes]:
+            parts = response.aiter_bytes()  # decoded: no content-encoding goes back
+            try:
+                while True:
+                    try:
+                        yield await asyncio.wait_for(anext(parts), until - loop.time())
+                    except (StopAsyncIteration, TimeoutError, httpx.HTTPError):
+                        return  # the client sees the body end where upstream's stopped
+            finally:
+                await response.aclose()
+        return response.status_code, {"content-type": kind}, relay()
+
+    async def _post(self, prepared: Prepared, headers: dict[str, str]) -> dict[str, Any]:
+        """The upstream's whole answer, checked (``UpstreamError`` otherwise)."""
+        try:
+            async with self.client.stream("POST", f"{self.config.base}/chat/completions",
+                                          json=self.upstream_body(prepared.upstream),
+                                          headers=self.upstream_headers(headers)) as response:
+                content = await read_body(response, self.config.max_upstream_body)
+        except httpx.HTTPError as exc:
+            raise failure(exc) from None
+        answer = _json_or_none(content)
+        if response.status_code >= 400:
+            raise _upstream_status(response.status_code, answer)
+        problem = shape_problem(answer)
+        if problem is not None:
+            raise UpstreamError(502, "bad_upstream", f"the model server's answer is not a chat "
+                                f"completion: {problem}")
+        return answer
+
     # -- whole answers ----------------------------------------------------------------------
 
     async def complete(self, body: dict[str, Any], headers: dict[str, str]
                        ) -> tuple[int, dict[str, Any], dict[str, str]]:
         """A non-streaming completion: (status, JSON body, extra response headers)."""
         try:
-            response = await self.client.post(f"{self.config.base}/chat/completions",
-                                               json=self.upstream_body(body),
-                                               headers=self.upstream_headers(headers))
-        except httpx.HTTPError as exc:
-            self.metrics.count(False, "upstream_error")
-            error = _upstream_error(exc)
-            return error.status, error.body(), {}
-        answer = _json_or_none(response.content)
-        if response.status_code >= 400 or not isinstance(answer, dict):
-            self.metrics.count(False, "upstream_error")
-            body_out = answer if isinstance(answer, dict) else {"error": {
-                "message": f"upstream answered {response.status_code} with a body that is not "
-                           "a JSON object", "type": "upstream_error", "code": "bad_upstream"}}
-            status = response.status_code if response.status_code >= 400 else 502
-            return status, body_out, {}
-        return 200, *(await self._repair_answer(answer, body, headers))
+            prepared = prepare(body, self.models)
+        except SettingsError as exc:
+            self.metrics.count(False, "bad_request")
+            return 400, _bad_request(str(exc)), {}
+        problem = _tools_problem(prepared)
+        if problem is not None:
+            self.metrics.count(False, "bad_request")
+            return 400, _bad_request(problem), {}
+        try:
+            async with asyncio.timeout(self.config.deadline):
+                answer = await self._post(prepared, headers)
+                if not prepared.decode:
+                    self.metrics.count(False, "unchanged")
+                    return 200, answer, {}
+                return await self._repair_answer(answer, prepared, headers)
+        except TimeoutError:
+            error = deadline_passed(self.config.deadline)
+        except UpstreamError as exc:
+            error = exc
+        self.metrics.count(False, "upstream_error")
+        return error.status, error.body(), error.headers
 
-    async def _repair_answer(self, answer: dict[str, Any], request: dict[str, Any],
-                             headers: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
-        tools = request.get("tools") or []
+    async def _repair_answer(self, answer: dict[str, Any], prepared: Prepared,
+                             headers: dict[str, str]
+                             ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        choices = answer["choices"]
+        # Each choice's finish_reason reaches the decoder: "length" means a cut call is no call.
+        envelopes = await asyncio.gather(*(self.pool.asubmit("decode", {
+            "message": c["message"], "tools": prepared.tools, "options": prepared.options,
+            "finish_reason": _reason(c.get("finish_reason"))}) for c in choices))
+        reports = [_report(e) for e in envelopes]
+        failed = [e for e in envelopes if e.get("status") != "ok"]
+        if failed:
+            return self._undecoded(failed[0], reports)
         repairs: list[str] = []
-        reports = []
-        for choice in answer.get("choices") or []:
-            message = choice.get("message") if isinstance(choice, dict) else None
-            if not isinstance(message, dict):
-                continue
-            reason = choice.get("finish_reason")
-            payload = {"message": message, "tools": tools,
-                       "finish_reason": reason if isinstance(reason, str) else None}
-            envelope = await self.pool.asubmit("decode", payload)
-            result = envelope.get("result") if envelope.get("status") == "ok" else None
-            outcome, new = _rebuilt(message, result, str(answer.get("id", "")),
+        for choice, envelope in zip(choices, envelopes, strict=True):
+            result = envelope["result"]
+            outcome, new = _rebuilt(choice["message"], result, str(answer.get("id", "")),
                                     choice.get("index", 0))
-            self.metrics.count(False, outcome, result or {"errors": [envelope.get("error")]})
-            if new is not None:
-                choice["message"] = new
-                choice["finish_reason"] = _finish_reason(reason, bool(new.get("tool_calls")))
-            repairs += (result or {}).get("repairs") or []
-            reports.append(_report(result, envelope))
+            self.metrics.count(False, outcome, result)
+            choice["message"] = new
+            choice["finish_reason"] = _finish_reason(choice.get("finish_reason"),
+                                                     bool(new.get("tool_calls")))
+            repairs += result.get("repairs") or []
         repairs = list(dict.fromkeys(repairs))
         if headers.get(REPORT_HEADER) == "1":
             answer["toolcodec"] = reports
-        return answer, ({REPAIRS_HEADER: ",".join(repairs)} if repairs else {})
+        return 200, answer, ({REPAIRS_HEADER: ",".join(repairs)} if repairs else {})
+
+    def _undecoded(self, envelope: dict[str, Any], reports: list[dict[str, Any]]
+                   ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """A whole answer that could not be decoded: never relayed as if it had been."""
+        error = envelope.get("error") or {}
+        status = envelope.get("status")
+        code = error.get("code") or status or "error"
+        if status == "error" and code == BAD_REQUEST:  # the request's tools or options
+            self.metrics.count(False, "bad_request")
+            return 400, _bad_request(error.get("message") or "bad request", code), {}
+        self.metrics.count(False, "undecoded")
+        self.metrics.count_undecoded(False, status)
+        body = {"error": {"message": "the model's answer could not be decoded: "
+                          f"{error.get('message') or status}", "type": "toolcodec_unavailable",
+                          "code": code}, "toolcodec": reports}
+        return 503, body, {"retry-after": "1", UNDECODED_HEADER: code}
 
     # -- streams ----------------------------------------------------------------------------
 
     async def stream(self, body: dict[str, Any], headers: dict[str, str]
-                     ) -> tuple[int, AsyncIterator[bytes] | dict[str, Any]]:
-        """Open the upstream stream; (200, SSE bytes iterator) or (status, error body)."""
-        request = self.client.build_request("POST", f"{self.config.base}/chat/completions",
-                                            json=self.upstream_body(body),
-                                            headers=self.upstream_headers(headers))
+                     ) -> tuple[int, Any, dict[str, str]]:
+        """Open the upstream stream: (200, the ``Relay``, {}) or (status, error body, headers)."""
         try:
-            response = await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+            prepared = prepare(body, self.models)
+        except SettingsError as exc:
+            self.metrics.count(True, "bad_request")
+            return 400, _bad_request(str(exc)), {}
+        problem = _tools_problem(prepared)
+        if problem is not None:
+            self.metrics.count(True, "bad_request")
+            return 400, _bad_request(problem), {}
+        request = self.client.build_request("POST", f"{self.config.base}/chat/completions",
+                                            json=self.upstream_body(prepared.upstream),
+                                            headers=self.upstream_headers(headers))
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.config.deadline
+        try:
+            response = await asyncio.wait_for(self.client.send(request, stream=True),
+                                              self.config.deadline)
+        except (TimeoutError, httpx.HTTPError) as exc:
             self.metrics.count(True, "upstream_error")
-            error = _upstream_error(exc)
-            return error.status, error.body()
+            error = failure(exc) if isinstance(exc, httpx.HTTPError) else \
+                deadline_passed(self.config.deadline)
+            return error.status, error.body(), error.headers
         if response.status_code >= 400:
-            content = await response.aread()
-            await response.aclose()
+            try:
+                content = await read_body(response, self.config.max_upstream_body)
+            except (httpx.HTTPError, UpstreamError):
+                content = b""
+            finally:
+                await response.aclose()
             self.metrics.count(True, "upstream_error")
-            answer = _json_or_none(content)
-            return response.status_code, answer if isinstance(answer, dict) else {"error": {
-                "message": f"upstream answered {response.status_code}",
-                "type": "upstream_error", "code": "bad_upstream"}}
-        from toolcodec.pool.proxy.stream import relay
+            error = _upstream_status(response.status_code, _json_or_none(content))
+            return error.status, error.body(), {}
+        from toolcodec.pool.proxy.stream import Relay
 
-        return 200, relay(response, self, body, headers.get(REPORT_HEADER) == "1")
+        return 200, Relay(self, response, prepared, headers.get(REPORT_HEADER) == "1",
+                          until), {}
 
-    def decoder_for(self, tools: list[dict[str, Any]]) -> Any:
-        """A stream decoder for the request's tools (``None`` when they are unusable)."""
+    def decoder_for(self, prepared: Prepared) -> Any:
+        """A stream decoder for the request's tools and options (``None`` when unusable)."""
         try:  # blocks are decoded in the pool's workers, off the event loop
-            return self.pool.stream(tools)
+            return self.pool.stream(prepared.tools, **prepared.options)
         except (InvalidToolsError, TypeError, ValueError):
             return None
 
@@ -217,11 +340,21 @@ class ChatProxy:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _rebuilt(message: dict[str, Any], result: dict[str, Any] | None, response_id: str,
-             choice_index: int) -> tuple[str, dict[str, Any] | None]:
-    """(outcome, the new message or None to keep the original)."""
-    if result is None:
-        return "unchanged", None  # the decode job did not run: pass the model's answer on
+def _tools_problem(prepared: Prepared) -> str | None:
+    """Why the request's tools cannot be decoded with (None: they can): the client's error,
+    told before any generation. The codec is cached; workers build their own."""
+    if not prepared.decode:
+        return None
+    try:
+        codec_for(prepared.tools)
+    except InvalidToolsError as exc:
+        return f"tools rejected: {exc}"
+    return None
+
+
+def _rebuilt(message: dict[str, Any], result: dict[str, Any], response_id: str,
+             choice_index: int) -> tuple[str, dict[str, Any]]:
+    """(outcome, the new message)."""
     new = openai_message(result, f"{response_id}:{choice_index}")
     kept = unrepaired_natives(result, message.get("tool_calls"))
     if kept:  # broken native calls go on as the model wrote them, after the repaired ones
@@ -235,6 +368,11 @@ def _plain(message: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in message.items() if k in ("role", "content")}
 
 
+def _reason(reason: Any) -> str | None:
+    """The upstream's finish_reason as a decode job takes it (a string, or nothing)."""
+    return reason if isinstance(reason, str) else None
+
+
 def _finish_reason(reason: Any, calls: bool) -> Any:
     """``tool_calls`` when calls go out, but a cut output stays ``length`` (the client must
     know; the cut call itself was not completed); no calls left: ``stop``, not ``tool_calls``."""
@@ -245,11 +383,24 @@ def _finish_reason(reason: Any, calls: bool) -> Any:
     return "stop" if reason == "tool_calls" else reason
 
 
-def _report(result: dict[str, Any] | None, envelope: dict[str, Any]) -> dict[str, Any]:
-    if result is None:
+def _report(envelope: dict[str, Any]) -> dict[str, Any]:
+    """What the proxy did to one choice: the decode result, or why there is none."""
+    if envelope.get("status") != "ok":
         return {"status": envelope.get("status"), "error": envelope.get("error")}
-    return {"status": "ok", "path": result["path"], "repairs": result["repairs"],
-            "errors": result["errors"]}
+    return {"status": "ok", **envelope["result"]}
+
+
+def _bad_request(message: str, code: str = BAD_REQUEST) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+
+
+def _upstream_status(status: int, answer: Any) -> UpstreamError:
+    """An upstream error answer, relayed with its status and its own JSON error body."""
+    if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
+        return UpstreamError(status, "upstream_error", f"the model server answered {status}",
+                             own=answer)
+    return UpstreamError(status, "bad_upstream", f"the model server answered {status} with a "
+                         "body that is not a JSON error object")
 
 
 def _json_or_none(content: bytes) -> Any:
@@ -257,13 +408,3 @@ def _json_or_none(content: bytes) -> Any:
         return orjson.loads(content)
     except orjson.JSONDecodeError:
         return None
-
-
-def _upstream_error(exc: httpx.HTTPError) -> UpstreamError:
-    if isinstance(exc, httpx.TimeoutException):
-        return UpstreamError(504, "upstream_timeout",
-                             f"the model server did not answer in time ({type(exc).__name__})")
-    if isinstance(exc, httpx.ConnectError):
-        return UpstreamError(502, "upstream_unavailable",
-                             f"cannot connect to the model server: {exc}")
-    return UpstreamError(502, "upstream_error", f"the model server failed: {type(exc).__name__}")

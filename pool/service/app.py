@@ -41,8 +41,10 @@ class Service:
     """What the routes share: the pool, limits, readiness and metrics."""
 
     def __init__(self, pool: Any, *, timeout_ms: float, max_body: int,
-                 registry: CollectorRegistry, ready: Callable[[], Awaitable[str | None]]) -> None:
+                 registry: CollectorRegistry, ready: Callable[[], Awaitable[str | None]],
+                 models: Any = None) -> None:
         self.pool, self.timeout_ms, self.max_body = pool, timeout_ms, max_body
+        self.models = models  # decoder options per model (toolcodec.pool.proxy.settings)
         self.registry = registry
         self.metrics = HttpMetrics(registry)
         self.ready = ready
@@ -103,9 +105,27 @@ class Service:
             return self.local(op, (BAD_REQUEST, f"unknown op {op!r}; expected one of "
                               f"{', '.join(PUBLIC_OPS)}"), start)
         timeout, problem = self.job_timeout(payload.pop("timeout_ms", None))
+        if problem is None and op == "decode":
+            problem = self.model_options(payload)
         if problem is not None:
             return self.local(op, (BAD_REQUEST, problem), start)
         return await self.pool.asubmit(op, payload, timeout_ms=timeout)
+
+    def model_options(self, payload: dict[str, Any]) -> str | None:
+        """A decode's ``model`` (its configured options) and ``options.preset``, resolved
+        into the payload's ``options`` as the proxy resolves them; a problem, or None."""
+        from toolcodec.pool.proxy.settings import ModelSettings, SettingsError, job_options
+
+        options = payload.get("options")
+        if "model" not in payload and not (isinstance(options, dict) and "preset" in options):
+            return None
+        models = self.models or ModelSettings()
+        try:
+            payload["options"] = job_options(models.resolve(payload.pop("model", None), options,
+                                                            "options"))
+        except SettingsError as exc:
+            return str(exc)
+        return None
 
     def job_timeout(self, asked: Any) -> tuple[float, str | None]:
         if asked is None:

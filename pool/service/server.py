@@ -41,6 +41,8 @@ class ServeConfig:
     max_chars: int | None = None  # the codec's ceiling (None: TOOLCODEC_MAX_CHARS, else 8 M)
     max_depth: int | None = None
     max_payload_chars: int | None = None  # None: max_chars + 1 000 000
+    models: Any = None  # toolcodec.pool.proxy.settings.ModelSettings: options per model
+    proxy: dict[str, Any] | None = None  # more toolcodec.pool.proxy.chat.ProxyConfig fields
 
 
 class _DrainingServer(uvicorn.Server):
@@ -89,7 +91,8 @@ def run(config: ServeConfig) -> int:
                 max_payload_chars=config.max_payload_chars, **options)
     try:
         service = Service(pool, timeout_ms=config.timeout_ms, max_body=config.max_body,
-                          registry=REGISTRY, ready=_readiness(pool, config))
+                          registry=REGISTRY, ready=_readiness(pool, config),
+                          models=config.models)
         service.upstream = config.upstream
         extra, proxy = _proxy_routes(config, pool, service)
         uv = uvicorn.Config(build_app(service, extra), host=config.host, port=config.port,
@@ -111,8 +114,9 @@ def _proxy_routes(config: ServeConfig, pool: Pool, service: Service) -> tuple[li
 
     proxy = ChatProxy(ProxyConfig(config.upstream, config.upstream_key,
                                   tools_as_prompt=config.tools_as_prompt,
-                                  read_timeout=config.upstream_timeout_s), pool,
-                      registry=service.registry)
+                                  read_timeout=config.upstream_timeout_s,
+                                  **(config.proxy or {})), pool,
+                      registry=service.registry, models=config.models)
     return proxy_routes(proxy, service.max_body), proxy
 
 

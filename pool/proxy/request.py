@@ -1,0 +1,56 @@
+"""What one chat request asks of the decoder: its options, its tools, whether to decode at all.
+
+The request's ``"toolcodec": {...}`` field (decoder options, see ``settings``) is taken out here
+and never goes upstream. ``tool_choice`` narrows what may be decoded: ``"none"`` makes no call
+out of text (the answer is relayed as upstream wrote it), a forced function
+(``{"type": "function", "function": {"name": N}}``) accepts only calls to ``N`` — a call to any
+other tool is an ``unknown_tool`` error and its text stays content, as ``decode`` keeps it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from toolcodec.pool.proxy.settings import OVERRIDE_FIELD, ModelSettings, SettingsError
+
+
+@dataclass(slots=True)
+class Prepared:
+    """One request, ready: ``upstream`` is the body to send, the rest is for decoding."""
+
+    upstream: dict[str, Any]
+    tools: list[dict[str, Any]]  # the tools calls may name (narrowed by tool_choice)
+    options: dict[str, Any]  # codec options, JSON (a decode job's ``options``)
+    decode: bool  # False with tool_choice "none": relay the answer as upstream wrote it
+
+
+def prepare(body: dict[str, Any], models: ModelSettings) -> Prepared:
+    """Split *body* into what goes upstream and what the decoder needs.
+    Raises ``SettingsError`` (the client's 400) for a bad override or ``tool_choice``."""
+    upstream = {k: v for k, v in body.items() if k != OVERRIDE_FIELD}
+    options = models.resolve(body.get("model"), body.get(OVERRIDE_FIELD))
+    tools = body.get("tools") or []
+    choice = body.get("tool_choice")
+    if choice == "none":
+        return Prepared(upstream, [], options, False)
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name") if isinstance(
+            choice.get("function"), dict) else None
+        if not isinstance(name, str):
+            raise SettingsError("tool_choice: a forced choice is {\"type\": \"function\", "
+                                "\"function\": {\"name\": NAME}}")
+        tools = [t for t in tools if _tool_name(t) == name]
+        if not tools:
+            raise SettingsError(f"tool_choice names {name!r}, which is not among the tools")
+    elif choice not in (None, "auto", "required"):
+        raise SettingsError("tool_choice must be \"none\", \"auto\", \"required\" or a forced "
+                            "function")
+    return Prepared(upstream, tools, options, True)
+
+
+def _tool_name(tool: Any) -> Any:
+    if not isinstance(tool, dict):
+        return None
+    fn = tool.get("function", tool)
+    return fn.get("name") if isinstance(fn, dict) else None

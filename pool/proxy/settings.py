@@ -1,0 +1,231 @@
+"""Decoder options per model: presets, a config file, flags, and a request's own override.
+
+A chat backend knows its model, and the model decides what the decoder must know: which
+formats it writes, whether its chat template opened ``<think>`` in the prompt (then the output
+starts inside the reasoning). ``ModelSettings`` maps model names, or ``fnmatch`` patterns, to
+codec options; a named ``preset`` stands for a family's options so that a user names the
+family instead of reading the format docs. Options, in the order they apply (later wins):
+
+1. ``defaults`` (the file's ``[defaults]``, or ``--preset``),
+2. the first model entry whose name or pattern matches the request's ``model`` (exact names
+   before patterns; flags before the file's entries),
+3. the request's ``"toolcodec": {...}`` body field (removed before the request goes upstream).
+
+At each level a ``preset`` is expanded first and the level's other keys override it. The
+result is a JSON object of ``ToolCallCodec`` options (``formats``, ``starts_in_reasoning``,
+``nfkc_strings``, ``limits``), exactly what a ``decode`` job's ``options`` takes; ``limits``
+may only lower the operator's (the workers clamp them, and so does ``resolve``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolcodec.formats.table import ALL_FORMATS
+
+OVERRIDE_FIELD = "toolcodec"  # the request body field; never sent upstream
+OPTION_KINDS: dict[str, type] = {"preset": str, "formats": list, "starts_in_reasoning": bool,
+                                 "nfkc_strings": bool, "limits": dict}
+
+# Family presets: the formats each family's chat template renders calls in, and whether the
+# template opens the reasoning in the prompt (the output then starts inside <think>).
+PRESETS: dict[str, dict[str, Any]] = {
+    # Qwen3 hybrid and Instruct-2507 write <think> themselves; Qwen3-Coder writes <function=…>
+    "qwen3": {"formats": ["hermes", "qwen_xml"]},
+    # Qwen3 Thinking-2507: the template ends the prompt with "<think>\n"
+    "qwen3-thinking": {"formats": ["hermes", "qwen_xml"], "starts_in_reasoning": True},
+    # DeepSeek-R1 (0528 template): the prompt ends with "<think>\n"
+    "deepseek-r1": {"formats": ["deepseek"], "starts_in_reasoning": True},
+    # DeepSeek V3/V3.1/V3.2 without thinking (the prompt closes </think> itself)
+    "deepseek-v3": {"formats": ["deepseek", "deepseek_dsml"]},
+    # DeepSeek V3.1/V3.2 in thinking mode: the prompt ends with "<think>"
+    "deepseek-v3-thinking": {"formats": ["deepseek", "deepseek_dsml"],
+                             "starts_in_reasoning": True},
+    "glm45": {"formats": ["glm"]},  # GLM-4.5, 4.6, 4.7: <tool_call>NAME<arg_key>…
+    "kimi-k2": {"formats": ["kimi_k2"]},
+    "gpt-oss": {"formats": ["harmony"]},
+    "mistral": {"formats": ["mistral"]},
+    "gemma": {"formats": ["gemma4", "functiongemma"]},
+    # Llama 3.1/3.3 JSON (bare or after <|python_tag|>), 3.2 Python lists, Llama 4 <|python_start|>
+    "llama": {"formats": ["llama", "json", "pythonic"]},
+    "minimax": {"formats": ["minimax"]},
+}
+
+
+class SettingsError(ValueError):
+    """A bad option, preset, pattern or config file; the message says which."""
+
+
+def check_options(options: Any, where: str) -> dict[str, Any]:
+    """*options* as a checked dict (a ``SettingsError`` names the bad key)."""
+    if not isinstance(options, Mapping):
+        raise SettingsError(f"{where} must be an object of decoder options")
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        kind = OPTION_KINDS.get(key)
+        if kind is None:
+            raise SettingsError(f"{where}: unknown option {key!r}; expected some of "
+                                f"{sorted(OPTION_KINDS)}")
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise SettingsError(f"{where}.{key} must be {kind.__name__}")
+        if key == "preset" and value not in PRESETS:
+            raise SettingsError(f"{where}.preset: unknown preset {value!r}; expected one of "
+                                f"{sorted(PRESETS)}")
+        if key == "formats":
+            unknown = [f for f in value if f not in ALL_FORMATS]
+            if unknown or not value:
+                raise SettingsError(f"{where}.formats: unknown or no format ids {unknown}; "
+                                    f"expected some of {list(ALL_FORMATS)}")
+        if key == "limits":
+            bad = [k for k, v in value.items() if k not in ("max_chars", "max_depth")
+                   or isinstance(v, bool) or not isinstance(v, int) or v < 1]
+            if bad:
+                raise SettingsError(f"{where}.limits: {bad} must be max_chars or max_depth, "
+                                    "positive integers")
+        out[key] = list(value) if key == "formats" else value
+    return out
+
+
+def expand(options: Mapping[str, Any]) -> dict[str, Any]:
+    """One level's options with its ``preset`` expanded (the level's own keys win)."""
+    preset = options.get("preset")
+    if preset is not None and preset not in PRESETS:
+        raise SettingsError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
+    base = dict(PRESETS[preset]) if preset else {}
+    return {**base, **{k: v for k, v in options.items() if k != "preset"}}
+
+
+@dataclass(slots=True)
+class ModelSettings:
+    """Options per model name or pattern; see the module docstring."""
+
+    defaults: dict[str, Any] = field(default_factory=dict)
+    models: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # in match order
+
+    @classmethod
+    def build(cls, *, file: str | None = None, preset: str | None = None,
+              model_presets: Iterable[str] = (), model_options: Iterable[str] = ()
+              ) -> ModelSettings:
+        """From the CLI: a config file, then flags (``--preset``, ``--model-preset
+        PATTERN=PRESET``, ``--model-options PATTERN=JSON``), flags taking precedence."""
+        import orjson
+
+        settings = cls.load(file) if file else cls()
+        flags: list[tuple[str, dict[str, Any]]] = []
+        for spec in model_presets:
+            pattern, value = _split(spec, "--model-preset")
+            flags.append((pattern, check_options({"preset": value}, f"--model-preset {pattern}")))
+        for spec in model_options:
+            pattern, value = _split(spec, "--model-options")
+            try:
+                parsed = orjson.loads(value)
+            except orjson.JSONDecodeError as exc:
+                raise SettingsError(f"--model-options {pattern}: not JSON: {exc}") from None
+            flags.append((pattern, check_options(parsed, f"--model-options {pattern}")))
+        if preset:
+            settings.defaults = {**settings.defaults,
+                                 **check_options({"preset": preset}, "--preset")}
+        # Flags come first in match order; for a name both give, the flag's keys win.
+        file_entries = dict(settings.models)
+        merged = _merged(flags)
+        settings.models = [(p, {**file_entries.get(p, {}), **o}) for p, o in merged] + [
+            (p, o) for p, o in settings.models if p not in dict(merged)]
+        return settings
+
+    @classmethod
+    def load(cls, path: str) -> ModelSettings:
+        """A TOML or YAML file: ``defaults`` (options) and ``models`` (name or pattern ->
+        options), e.g. ``[models."deepseek-ai/*"]`` then ``preset = "deepseek-r1"``."""
+        raw = Path(path).read_bytes()
+        if path.endswith((".yaml", ".yml")):
+            try:
+                import yaml
+            except ImportError:  # pragma: no cover - pyyaml ships with the test extras
+                raise SettingsError(f"{path}: YAML config files need pyyaml installed; "
+                                    "or write the file as TOML") from None
+            try:
+                data = yaml.safe_load(raw) or {}
+            except yaml.YAMLError as exc:
+                raise SettingsError(f"{path}: not YAML: {exc}") from None
+        else:
+            try:
+                data = tomllib.loads(raw.decode())
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise SettingsError(f"{path}: not TOML: {exc}") from None
+        if not isinstance(data, dict) or set(data) - {"defaults", "models"}:
+            raise SettingsError(f"{path}: expected the sections 'defaults' and 'models' only")
+        models = data.get("models") or {}
+        if not isinstance(models, dict):
+            raise SettingsError(f"{path}: 'models' must map model names or patterns to options")
+        entries = [(str(name), check_options(opts, f"{path}: models.{name}"))
+                   for name, opts in models.items()]
+        return cls(check_options(data.get("defaults") or {}, f"{path}: defaults"),
+                   _merged(entries))
+
+    def for_model(self, model: Any) -> dict[str, Any]:
+        """The options for *model* (defaults, then its entry), presets expanded."""
+        options = expand(self.defaults)
+        entry = self.entry(model) if isinstance(model, str) else None
+        if entry is not None:
+            options.update(expand(entry))
+        return options
+
+    def entry(self, model: str) -> dict[str, Any] | None:
+        for pattern, options in self.models:
+            if pattern == model:
+                return options
+        for pattern, options in self.models:
+            if _is_pattern(pattern) and fnmatch.fnmatchcase(model, pattern):
+                return options
+        return None
+
+    def resolve(self, model: Any, override: Any = None, where: str = OVERRIDE_FIELD
+                ) -> dict[str, Any]:
+        """The options for one request: its model's, then its ``"toolcodec"`` field's.
+        Raises ``SettingsError`` for a bad override (the client's error: 400)."""
+        options = self.for_model(model)
+        if override is not None:
+            options.update(expand(check_options(override, where)))
+        return options
+
+    def describe(self) -> dict[str, Any]:
+        """What is configured, as JSON (for logs and docs)."""
+        return {"defaults": self.defaults, "models": dict(self.models)}
+
+
+def _split(spec: str, flag: str) -> tuple[str, str]:
+    pattern, sep, value = spec.partition("=")
+    if not sep or not pattern.strip() or not value.strip():
+        raise SettingsError(f"{flag} takes PATTERN=VALUE, got {spec!r}")
+    return pattern.strip(), value.strip()
+
+
+def _is_pattern(name: str) -> bool:
+    return any(c in name for c in "*?[")
+
+
+def _merged(entries: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """Entries for the same pattern merged (later keys win), first position kept."""
+    out: dict[str, dict[str, Any]] = {}
+    for pattern, options in entries:
+        out[pattern] = {**out.get(pattern, {}), **options}
+    return list(out.items())
+
+
+def job_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Codec options as a job payload's ``options`` (JSON: lists, not tuples or sets)."""
+    out: dict[str, Any] = {}
+    for key, value in expand(options).items():
+        if value is None:
+            continue
+        if key == "formats":
+            value = sorted(set(value))
+        elif key == "limits" and not isinstance(value, dict):
+            value = {"max_chars": value.max_chars, "max_depth": value.max_depth}
+        out[key] = value
+    return out

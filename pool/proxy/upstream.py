@@ -1,0 +1,125 @@
+"""Talking to the model server safely: which headers go, how much is read, what shape is taken.
+
+- Headers: only ``Authorization`` (or the configured key) and ``FORWARDED_HEADERS`` go
+  upstream; cookies and everything else the client sent stay here.
+- Sizes: a whole answer is read up to ``max_body`` bytes, a stream line by line with each line
+  up to ``max_body`` bytes; past that the answer is refused (``upstream_too_large``).
+- Shape: an answer whose ``choices`` is not a list of objects with a ``message`` object is a
+  502 with a plain message (``bad_upstream``), never an internal error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+# Headers an OpenAI client may send that a model server may need; nothing else is forwarded.
+FORWARDED_HEADERS = frozenset({"authorization", "accept", "user-agent", "openai-organization",
+                               "openai-project", "openai-beta", "x-request-id"})
+
+
+class UpstreamError(Exception):
+    """The model server could not be used: ``status`` is what the client gets."""
+
+    def __init__(self, status: int, code: str, message: str,
+                 headers: dict[str, str] | None = None, own: dict[str, Any] | None = None
+                 ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.headers = status, code, headers or {}
+        self.own = own  # the model server's own error body, relayed as it sent it
+
+    def body(self) -> dict[str, Any]:
+        if self.own is not None:
+            return self.own
+        return {"error": {"message": str(self), "type": "upstream_error", "code": self.code}}
+
+
+def forwarded(incoming: dict[str, str], api_key: str | None) -> dict[str, str]:
+    """The headers sent upstream for a request that came with *incoming*."""
+    headers = {k.lower(): v for k, v in incoming.items() if k.lower() in FORWARDED_HEADERS}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def failure(exc: httpx.HTTPError) -> UpstreamError:
+    """The client's answer for a transport failure."""
+    if isinstance(exc, httpx.PoolTimeout):
+        return UpstreamError(503, "upstream_busy", "every connection to the model server is in "
+                             "use; try again", {"retry-after": "1"})
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamError(504, "upstream_timeout",
+                             f"the model server did not answer in time ({type(exc).__name__})")
+    if isinstance(exc, httpx.ConnectError):
+        return UpstreamError(502, "upstream_unavailable",
+                             f"cannot connect to the model server: {exc}")
+    return UpstreamError(502, "upstream_error", f"the model server failed: {type(exc).__name__}")
+
+
+def deadline_passed(seconds: float) -> UpstreamError:
+    return UpstreamError(504, "upstream_deadline", f"the request's overall deadline of "
+                         f"{seconds:g} s passed before the model server finished")
+
+
+def too_large(limit: int) -> UpstreamError:
+    return UpstreamError(502, "upstream_too_large",
+                         f"the model server's answer is over the limit of {limit} bytes")
+
+
+async def read_body(response: httpx.Response, limit: int) -> bytes:
+    """The whole body, refused past *limit* bytes (``UpstreamError``)."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large(limit)
+    parts, size = [], 0
+    async for part in response.aiter_bytes():
+        size += len(part)
+        if size > limit:
+            raise too_large(limit)
+        parts.append(part)
+    return b"".join(parts)
+
+
+async def sse_data(response: httpx.Response, limit: int) -> AsyncIterator[str]:
+    """The ``data:`` payloads of an SSE stream, each line at most *limit* bytes."""
+    pending: list[bytes] = []  # the line being read, in parts: joined once it ends
+    size = 0
+    async for part in response.aiter_bytes():
+        if b"\n" not in part:
+            pending.append(part)
+            size += len(part)
+            if size > limit:
+                raise too_large(limit)
+            continue
+        lines = b"".join([*pending, part]).split(b"\n")
+        last = lines.pop()
+        pending, size = [last], len(last)
+        for line in lines:
+            if len(line) > limit:
+                raise too_large(limit)
+            if line.startswith(b"data:"):
+                yield line[5:].strip().decode("utf-8", "replace")
+    tail = b"".join(pending)
+    if tail.startswith(b"data:") and len(tail) <= limit:
+        yield tail[5:].strip().decode("utf-8", "replace")
+
+
+def shape_problem(answer: Any) -> str | None:
+    """What is wrong with a chat completion's shape (None: it can be decoded)."""
+    if not isinstance(answer, dict):
+        return "the answer is not a JSON object"
+    choices = answer.get("choices")
+    if not isinstance(choices, list):
+        return "'choices' is not a list"
+    for i, choice in enumerate(choices):
+        if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+            return f"choices[{i}] is not an object with a 'message' object"
+        message = choice["message"]
+        if message.get("content") is not None and not isinstance(message["content"], str):
+            return f"choices[{i}].message.content is not a string"
+        calls = message.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            return f"choices[{i}].message.tool_calls is not a list"
+    return None
