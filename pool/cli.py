@@ -143,6 +143,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         max_chars=args.max_chars,
         max_depth=args.max_depth,
+        allow_redis_shutdown=args.allow_redis_shutdown,
     )
 
 
@@ -272,6 +273,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--max-depth", type=_bounded_int(1, 200), default=None,
                         help="ceiling on nesting depth "
                              "(default: TOOLCODEC_MAX_DEPTH or 128; at most 200)")
+    worker.add_argument("--allow-redis-shutdown", action="store_true",
+                        help="obey RQ's shutdown command published on Redis (rq's "
+                             "send_shutdown_command); off by default because anyone who can "
+                             "write to Redis could stop the workers. No other command is "
+                             "ever obeyed")
 
     _serve_parser(sub)
     from toolcodec.pool.bench.cli import add_parser as add_bench_parser

@@ -21,6 +21,7 @@ Lanes share one process, so one prometheus registry counts every outcome the wor
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -29,11 +30,11 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import redis
 from rq import SimpleWorker, worker_registration
-from rq import registry as rq_registry
 from rq.exceptions import DequeueTimeout, NoSuchJobError
 from rq.job import Job
 from rq.queue import Queue
@@ -75,8 +76,18 @@ class _MissingJobCounter:
             cls.metrics.observe("unknown", BACKEND, {"status": "timeout"})
 
 
+class ForeignName(Exception):
+    """A job read from Redis named a function toolcodec does not run."""
+
+
 class ToolcodecJob(Job):
-    """RQ's Job, except that a job that vanished from the queue is counted, not ignored."""
+    """RQ's Job, loaded from Redis without ever resolving a name it carries.
+
+    A job that vanished from the queue is counted, not ignored. Callbacks and webhooks read
+    from the hash are dropped, and ``func`` resolves only toolcodec's one job function: any
+    RQ code path that reaches them (registry clean-up, failure handling) finds nothing to
+    import, call or request.
+    """
 
     @classmethod
     def fetch(cls, id: str, connection: Any = None, serializer: Any = None) -> Job:
@@ -85,6 +96,36 @@ class ToolcodecJob(Job):
         except NoSuchJobError:
             _MissingJobCounter.record(id)
             raise
+
+    def restore(self, raw_data: Any) -> Any:
+        result = super().restore(raw_data)
+        named = [n for n in (self._success_callback_name, self._failure_callback_name,
+                             self._stopped_callback_name) if n]
+        if named or self.webhooks:
+            log.warning("job %s names callbacks %s and %d webhook(s); toolcodec ignores them",
+                        self.id, named, len(self.webhooks))
+        self._success_callback_name = self._failure_callback_name = None
+        self._stopped_callback_name = None
+        self.webhooks = []
+        return result
+
+    @property
+    def func(self) -> Any:
+        if self.func_name != proto.RUN_JOB:
+            raise ForeignName(f"job {self.id} names {self.func_name!r}, not a toolcodec job")
+        return super().func
+
+    @property
+    def success_callback(self) -> None:
+        return None
+
+    @property
+    def failure_callback(self) -> None:
+        return None
+
+    @property
+    def stopped_callback(self) -> None:
+        return None
 
 
 class _LaneStates:
@@ -113,6 +154,8 @@ class ToolcodecWorker(SimpleWorker):
     :param child: the long-lived process jobs run in; started by the caller.
     :param metrics: where outcomes, restarts and the queue depth are counted.
     :param lanes: shared idle/busy bookkeeping (optional).
+    :param on_shutdown_command: what RQ's ``shutdown`` command published on Redis does;
+        ``None`` (the default) means the worker does not listen to commands at all.
     """
 
     job_class = ToolcodecJob
@@ -120,12 +163,16 @@ class ToolcodecWorker(SimpleWorker):
     death_penalty_class = TimerDeathPenalty
 
     def __init__(self, queues: Any, *, child: WorkerProcess, metrics: Metrics,
-                 lanes: _LaneStates | None = None, **kwargs: Any) -> None:
+                 lanes: _LaneStates | None = None,
+                 on_shutdown_command: Callable[[], None] | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("serializer", proto.SERIALIZER)
         super().__init__(queues, **kwargs)
         self.child = child
         self.metrics = metrics
         self.lanes = lanes
+        # Called when RQ's shutdown command arrives; None: commands are not listened to.
+        self.on_shutdown_command = on_shutdown_command
         self._last_housekeeping = 0.0
         self._last_leftovers = 0.0
         self._last_suspension_check = 0.0
@@ -192,16 +239,68 @@ class ToolcodecWorker(SimpleWorker):
                         self.name, len(stale), key)
         return len(stale)
 
+    def run_maintenance_tasks(self) -> None:
+        """Registry clean-up only: RQ's scheduler start and group clean-up are not ours."""
+        self.clean_registries()
+
     def clean_registries(self) -> None:
-        """RQ's registry maintenance, minus its intermediate-list cleanup (see above)."""
+        """toolcodec's registry maintenance, run at start and every ``maintenance_interval``.
+
+        RQ's own is never run: it loads the jobs listed in the queue's registries and acts
+        on what they name, so a Redis writer could plant an "abandoned" job whose failure
+        callback is imported, whose webhooks are requested and whose dependents are
+        enqueued. Our jobs never enter those registries (replies bypass them), so every
+        entry there was written by someone else: expired ones are dropped unread. Dead
+        workers leave the queue's worker set as in RQ (that reads key names only); leftovers
+        in the intermediate list are :meth:`remove_leftovers`' job.
+        """
         for queue in self.queues:
-            if queue.acquire_maintenance_lock():
-                try:
-                    rq_registry.clean_registries(queue, self._exc_handlers)
-                    worker_registration.clean_worker_registry(queue)
-                finally:
-                    queue.release_maintenance_lock()
+            if not queue.acquire_maintenance_lock():
+                continue
+            try:
+                dropped = proto.drop_expired_registry_entries(self.connection, queue.name,
+                                                              time.time())
+                worker_registration.clean_worker_registry(queue)
+            finally:
+                queue.release_maintenance_lock()
+            if dropped:
+                log.warning("worker %s: dropped %d expired registry entr%s of queue %s "
+                            "without loading their jobs (toolcodec writes none)",
+                            self.name, dropped, "y" if dropped == 1 else "ies", queue.name)
         self.last_cleaned_at = now()
+
+    def clean_group_registries(self) -> None:
+        """Groups are not toolcodec's; their clean-up is left to whoever created them."""
+
+    # -- commands published on Redis ---------------------------------------------------------
+
+    def subscribe(self) -> None:
+        """Listen to RQ's command channel only when the operator allowed a command.
+
+        Anyone who can PUBLISH on Redis could otherwise stop every worker
+        (``rq.command.send_shutdown_command``). Without ``--allow-redis-shutdown`` no lane
+        subscribes, so a published command reaches nobody.
+        """
+        if self.on_shutdown_command is not None:
+            super().subscribe()
+
+    def handle_payload(self, message: Any) -> None:
+        """Obey ``shutdown`` (when allowed); every other command is logged and ignored.
+
+        ``kill-horse``, ``stop-job`` and ``stop-execution`` have no meaning here: a job's
+        child is killed by the job's own deadline, never on request from Redis.
+        """
+        try:
+            command = json.loads(message["data"]).get("command")
+        except (ValueError, TypeError, AttributeError, KeyError):
+            command = None
+        if command == "shutdown" and self.on_shutdown_command is not None:
+            log.warning("worker %s: shutdown command received on Redis; stopping "
+                        "(--allow-redis-shutdown)", self.name)
+            self.on_shutdown_command()
+            return
+        log.warning("worker %s: ignored a command published on Redis: %.100r",
+                    self.name, command)
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
         if pipeline is None and state == self._state_written:
@@ -395,11 +494,13 @@ def _ours(job: Job) -> tuple[str, str | None]:
 class Supervisor:
     """Runs ``concurrency`` lanes (RQ worker + child) and restarts a lane whose loop ends."""
 
-    def __init__(self, redis_url: str, queue: str, concurrency: int, metrics: Metrics) -> None:
+    def __init__(self, redis_url: str, queue: str, concurrency: int, metrics: Metrics,
+                 allow_redis_shutdown: bool = False) -> None:
         self.redis_url = redis_url
         self.queue = queue
         self.concurrency = max(1, int(concurrency))
         self.metrics = metrics
+        self.allow_redis_shutdown = allow_redis_shutdown
         self.lanes = _LaneStates(metrics)
         self._stop = threading.Event()
         self._workers: list[ToolcodecWorker] = []
@@ -440,8 +541,10 @@ class Supervisor:
         try:
             conn = redis.Redis.from_url(self.redis_url, socket_connect_timeout=1.0,
                                         socket_timeout=5.0)
-            worker = ToolcodecWorker([self.queue], connection=conn, child=child,
-                                     metrics=self.metrics, lanes=self.lanes, name=name)
+            worker = ToolcodecWorker(
+                [self.queue], connection=conn, child=child, metrics=self.metrics,
+                lanes=self.lanes, name=name,
+                on_shutdown_command=self.stop if self.allow_redis_shutdown else None)
         except Exception as exc:
             log.error("lane %d: could not create the RQ worker: %s", index, exc)
             return
@@ -460,7 +563,7 @@ class Supervisor:
 
 def run(redis_url: str, queue: str = "toolcodec", concurrency: int | None = None,
         metrics_port: int | None = None, max_chars: int | None = None,
-        max_depth: int | None = None) -> int:
+        max_depth: int | None = None, allow_redis_shutdown: bool = False) -> int:
     """Run RQ workers until SIGTERM/SIGINT; the body of ``toolcodec worker``.
 
     :param redis_url: any URL :meth:`redis.Redis.from_url` accepts (password, TLS).
@@ -471,6 +574,9 @@ def run(redis_url: str, queue: str = "toolcodec", concurrency: int | None = None
     :param max_chars: ceiling on the text one job may have parsed (``TOOLCODEC_MAX_CHARS``);
         a job may ask for less, never more.
     :param max_depth: ceiling on nesting depth (``TOOLCODEC_MAX_DEPTH``), likewise.
+    :param allow_redis_shutdown: obey RQ's ``shutdown`` command published on Redis (it then
+        stops the whole process like SIGTERM); off by default, as anyone who can write to
+        Redis could send it. No other command is ever obeyed.
     :returns: the process exit code.
     """
     for name, value in (("max_chars", max_chars), ("max_depth", max_depth)):
@@ -488,7 +594,8 @@ def run(redis_url: str, queue: str = "toolcodec", concurrency: int | None = None
         from prometheus_client import start_http_server
 
         start_http_server(metrics_port, registry=metrics.registry)
-    supervisor = Supervisor(redis_url, queue, concurrency or os.cpu_count() or 1, metrics)
+    supervisor = Supervisor(redis_url, queue, concurrency or os.cpu_count() or 1, metrics,
+                            allow_redis_shutdown)
 
     def on_signal(signum: int, _frame: Any) -> None:
         if supervisor._stop.is_set():
@@ -511,9 +618,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics-port", type=int, default=None)
     parser.add_argument("--max-chars", type=int, default=None)
     parser.add_argument("--max-depth", type=int, default=None)
+    parser.add_argument("--allow-redis-shutdown", action="store_true")
     args = parser.parse_args(argv)
     return run(args.redis_url, args.queue, args.concurrency, args.metrics_port,
-               args.max_chars, args.max_depth)
+               args.max_chars, args.max_depth, args.allow_redis_shutdown)
 
 
 if __name__ == "__main__":
