@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -150,7 +151,8 @@ class WorkerProcessGroup:
         )
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 20.0) -> None:
+    def start(self, timeout: float = 20.0, wait: bool = True) -> None:
+        """Start the worker; with ``wait``, return once it registered (see ``wait_ready``)."""
         cmd = [sys.executable, "-m", self.module, *self.subcommand, "--redis-url", self.redis_url,
                "--queue", self.queue, "--concurrency", str(self.concurrency)]
         if self.metrics_port is not None:
@@ -163,7 +165,8 @@ class WorkerProcessGroup:
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(cmd, env=self.env, cwd=REPO_ROOT, stderr=log,
                                              start_new_session=True)
-        self.wait_ready(timeout)
+        if wait:
+            self.wait_ready(timeout)
 
     def log(self) -> str:
         """What the worker wrote to stderr so far (needs ``log_path``)."""
@@ -209,3 +212,37 @@ class WorkerProcessGroup:
         except subprocess.TimeoutExpired:
             pass
         self.proc = None
+
+
+class DroppingListener:
+    """A stand-in for a Redis behind a proxy whose backend is down: every TCP connection
+    on ``port`` is accepted and closed at once, and counted.
+
+    A refused connection leaves no trace a test can wait on; an accepted one does, so a test
+    can wait until a client has retried N times instead of sleeping.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(64)
+        self.sock.settimeout(0.05)
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            conn.close()
+            self.connections += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()

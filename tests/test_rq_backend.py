@@ -442,3 +442,77 @@ def test_the_worker_endpoint_describes_what_the_worker_measured(backend, start_r
         assert helps[name] == doc, name
         assert helps[name] != HELP[name][0]  # not the caller's text
     assert "this worker" in helps["toolcodec_jobs_total"].lower()
+
+
+# -- Redis going away: one log line per change of state, lanes back off (issue #25 item 7) ---
+
+def _one_outage_logged(group, attempts) -> str:
+    """Wait until the lanes retried many times against ``attempts``; return the log."""
+    assert wait_for(lambda: attempts.connections >= 12, timeout=30), group.log()
+    log = group.log()
+    assert log.count("Redis unreachable") == 1, log
+    assert "Traceback" not in log and "quitting" not in log, log
+    return log
+
+
+def _recovers(group, server, queue: str) -> None:
+    group.wait_ready()
+    with RQBackend(redis_url=server.url, queue=queue, timeout_ms=5000) as b:
+        assert b.submit("repair", {"text": "[1,"})["status"] == "ok"
+    assert wait_for(lambda: "Redis answers again" in group.log())
+    log = group.log()
+    assert log.count("Redis unreachable") == 1 and log.count("Redis answers again") == 1, log
+
+
+def test_redis_going_away_is_logged_once_not_per_attempt(
+    own_redis_server, queue_name, tmp_path
+) -> None:
+    from tests.redis_server import DroppingListener, WorkerProcessGroup
+
+    group = WorkerProcessGroup(own_redis_server.url, queue_name, concurrency=2,
+                               log_path=tmp_path / "worker.log")
+    group.start()
+    try:
+        own_redis_server.stop()
+        attempts = DroppingListener(own_redis_server.port)
+        try:
+            _one_outage_logged(group, attempts)
+        finally:
+            attempts.close()
+        own_redis_server.start()
+        _recovers(group, own_redis_server, queue_name)
+    finally:
+        group.stop()
+
+
+def test_redis_down_when_the_worker_starts_is_logged_once(
+    own_redis_server, queue_name, tmp_path
+) -> None:
+    """The lanes cannot even register: each attempt used to log, ten a second per lane."""
+    from tests.redis_server import DroppingListener, WorkerProcessGroup
+
+    own_redis_server.stop()
+    attempts = DroppingListener(own_redis_server.port)
+    group = WorkerProcessGroup(own_redis_server.url, queue_name, concurrency=2,
+                               log_path=tmp_path / "worker.log")
+    try:
+        group.start(wait=False)
+        try:
+            _one_outage_logged(group, attempts)
+        finally:
+            attempts.close()
+        own_redis_server.start()
+        _recovers(group, own_redis_server, queue_name)
+    finally:
+        group.stop()
+
+
+def test_reconnect_delays_double_up_to_the_cap_and_restart_after_success() -> None:
+    from toolcodec.worker.redis_link import Backoff
+
+    backoff = Backoff(first=0.02, cap=1.0)
+    ceilings = [0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0, 1.0]
+    for ceiling in ceilings:
+        assert ceiling / 2 <= backoff.next() <= ceiling
+    backoff.reset()
+    assert 0.01 <= backoff.next() <= 0.02

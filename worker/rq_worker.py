@@ -49,6 +49,7 @@ from toolcodec.worker.jobs import warm
 from toolcodec.worker.limits import ENV as ENV_LIMITS
 from toolcodec.worker.limits import LimitsError, operator_limits
 from toolcodec.worker.metrics import Metrics
+from toolcodec.worker.redis_link import Backoff, RedisLink
 
 log = logging.getLogger("toolcodec.worker")
 
@@ -156,6 +157,8 @@ class ToolcodecWorker(SimpleWorker):
     :param lanes: shared idle/busy bookkeeping (optional).
     :param on_shutdown_command: what RQ's ``shutdown`` command published on Redis does;
         ``None`` (the default) means the worker does not listen to commands at all.
+    :param link: where Redis failures are reported (one log line per change of state),
+        shared by the lanes of a process.
     """
 
     job_class = ToolcodecJob
@@ -165,7 +168,7 @@ class ToolcodecWorker(SimpleWorker):
     def __init__(self, queues: Any, *, child: WorkerProcess, metrics: Metrics,
                  lanes: _LaneStates | None = None,
                  on_shutdown_command: Callable[[], None] | None = None,
-                 **kwargs: Any) -> None:
+                 link: RedisLink | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("serializer", proto.SERIALIZER)
         super().__init__(queues, **kwargs)
         self.child = child
@@ -173,6 +176,8 @@ class ToolcodecWorker(SimpleWorker):
         self.lanes = lanes
         # Called when RQ's shutdown command arrives; None: commands are not listened to.
         self.on_shutdown_command = on_shutdown_command
+        self.link = link or RedisLink(log)
+        self.registered = False  # set once the worker has registered itself in Redis
         self._last_housekeeping = 0.0
         self._last_leftovers = 0.0
         self._last_suspension_check = 0.0
@@ -194,18 +199,23 @@ class ToolcodecWorker(SimpleWorker):
             return
         if time.monotonic() - self._last_housekeeping < HOUSEKEEPING_EVERY_S:
             return
-        with self.connection.pipeline(transaction=False) as pipe:
-            super().heartbeat(None, pipe)
-            pipe.llen(self.queues[0].key)
-            depth = pipe.execute()[-1]
+        try:
+            with self.connection.pipeline(transaction=False) as pipe:
+                super().heartbeat(None, pipe)
+                pipe.llen(self.queues[0].key)
+                depth = pipe.execute()[-1]
+        except _REDIS_ERRORS as exc:
+            # RQ's loop would quit on this (after a job); the next dequeue retries instead.
+            self.link.failed(exc)
+            return
         self.metrics.queue_depth.labels(backend=BACKEND).set(depth)
         self._last_housekeeping = time.monotonic()
         if self._last_housekeeping - self._last_leftovers >= LEFTOVERS_EVERY_S:
             self._last_leftovers = self._last_housekeeping
             try:
                 self.remove_leftovers()
-            except _REDIS_ERRORS:
-                raise
+            except _REDIS_ERRORS as exc:
+                self.link.failed(exc)
             except Exception as exc:  # noqa: BLE001 - housekeeping must not stop the lane
                 log.warning("worker %s: could not check for leftover job ids: %s", self.name, exc)
 
@@ -255,14 +265,18 @@ class ToolcodecWorker(SimpleWorker):
         in the intermediate list are :meth:`remove_leftovers`' job.
         """
         for queue in self.queues:
-            if not queue.acquire_maintenance_lock():
-                continue
             try:
-                dropped = proto.drop_expired_registry_entries(self.connection, queue.name,
-                                                              time.time())
-                worker_registration.clean_worker_registry(queue)
-            finally:
-                queue.release_maintenance_lock()
+                if not queue.acquire_maintenance_lock():
+                    continue
+                try:
+                    dropped = proto.drop_expired_registry_entries(self.connection, queue.name,
+                                                                  time.time())
+                    worker_registration.clean_worker_registry(queue)
+                finally:
+                    queue.release_maintenance_lock()
+            except _REDIS_ERRORS as exc:
+                self.link.failed(exc)
+                return  # run again at the next check, once Redis answers
             if dropped:
                 log.warning("worker %s: dropped %d expired registry entr%s of queue %s "
                             "without loading their jobs (toolcodec writes none)",
@@ -283,6 +297,14 @@ class ToolcodecWorker(SimpleWorker):
         """
         if self.on_shutdown_command is not None:
             super().subscribe()
+
+    def _pubsub_exception_handler(self, exc: Exception, pubsub: Any, thread: Any) -> None:
+        """RQ's retry of the command subscription, reporting a lost Redis once."""
+        if not isinstance(exc, redis.exceptions.ConnectionError):
+            super()._pubsub_exception_handler(exc, pubsub, thread)
+            return
+        self.link.failed(exc)
+        time.sleep(1.0)  # redis-py subscribes again once a connection succeeds
 
     def handle_payload(self, message: Any) -> None:
         """Obey ``shutdown`` (when allowed); every other command is logged and ignored.
@@ -315,20 +337,28 @@ class ToolcodecWorker(SimpleWorker):
             return
         try:
             super().check_for_suspension(burst)
-        except _REDIS_ERRORS:
-            return  # the dequeue step reports and retries
+        except _REDIS_ERRORS as exc:
+            self.link.failed(exc)
+            return  # the dequeue step retries
         self._last_suspension_check = time.monotonic()
 
     def dequeue_job_and_maintain_ttl(
         self, timeout: int | None, max_idle_time: int | None = None
     ) -> tuple[Job, Queue] | None:
-        """RQ's dequeue, minus per-job heartbeats, with a short reconnect backoff."""
-        backoff = 0.02
+        """RQ's dequeue, minus per-job heartbeats, with a reconnect backoff.
+
+        While Redis is unreachable the lane retries after :class:`Backoff`'s delays and the
+        process logs once (:class:`RedisLink`), not once per attempt.
+        """
+        backoff = Backoff()
+        failed = False
         while not self._stop_requested:
             try:
-                if self._state_written is None and backoff > 0.02:
+                if failed:
                     self._register_again()  # a restarted Redis has forgotten this worker
+                    failed = False
                 self.set_state(WorkerStatus.IDLE)
+                self.link.answered()
                 self.heartbeat()
                 if self.should_run_maintenance_tasks:
                     self.run_maintenance_tasks()
@@ -340,14 +370,27 @@ class ToolcodecWorker(SimpleWorker):
             except DequeueTimeout:
                 continue
             except _REDIS_ERRORS as exc:
-                log.error("worker %s: Redis unreachable (%s); retrying in %.2f s",
-                          self.name, exc, backoff)
+                self.link.failed(exc)
                 self._state_written = None  # a restarted Redis has forgotten us
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+                failed = True
+                time.sleep(backoff.next())
             except Exception as exc:  # noqa: BLE001 - an unreadable job must not stop the lane
                 self._refuse_unloadable(exc)
         return None
+
+    def bootstrap(self, *args: Any, **kwargs: Any) -> None:
+        super().bootstrap(*args, **kwargs)
+        self.registered = True
+        self.link.answered()
+
+    def teardown(self) -> None:
+        """RQ's teardown; a Redis that went away is reported once, not as a traceback."""
+        try:
+            self.register_death()
+        except _REDIS_ERRORS as exc:
+            self.link.failed(exc)
+        finally:
+            self.unsubscribe()
 
     def _register_again(self) -> None:
         """Write this worker's registration again (``rq info`` and readiness read it)."""
@@ -501,6 +544,7 @@ class Supervisor:
         self.concurrency = max(1, int(concurrency))
         self.metrics = metrics
         self.allow_redis_shutdown = allow_redis_shutdown
+        self.link = RedisLink(log)
         self.lanes = _LaneStates(metrics)
         self._stop = threading.Event()
         self._workers: list[ToolcodecWorker] = []
@@ -528,37 +572,54 @@ class Supervisor:
     def _lane(self, index: int) -> None:
         child = WorkerProcess()
         child.start()
+        backoff = Backoff()
         try:
             while not self._stop.is_set():
-                self._run_worker(index, child)
-                if not self._stop.is_set():
-                    time.sleep(0.1)  # e.g. Redis was down at registration; try again
+                if self._run_worker(index, child):
+                    backoff.reset()
+                # The worker could not register (Redis down) or its loop ended: try again,
+                # waiting longer after each attempt that did not get to serve.
+                self._stop.wait(backoff.next())
         finally:
             child.kill()
 
-    def _run_worker(self, index: int, child: WorkerProcess) -> None:
+    def _run_worker(self, index: int, child: WorkerProcess) -> bool:
+        """Run one RQ worker on this lane until it stops; returns whether it registered."""
         name = f"toolcodec-{socket.gethostname()}-{os.getpid()}-{index}-{uuid.uuid4().hex[:6]}"
         try:
             conn = redis.Redis.from_url(self.redis_url, socket_connect_timeout=1.0,
                                         socket_timeout=5.0)
+        except Exception as exc:
+            log.error("lane %d: bad Redis URL: %s", index, exc)
+            return False
+        try:
+            # RQ's constructor already talks to Redis (client name, address).
             worker = ToolcodecWorker(
                 [self.queue], connection=conn, child=child, metrics=self.metrics,
-                lanes=self.lanes, name=name,
+                lanes=self.lanes, name=name, link=self.link,
                 on_shutdown_command=self.stop if self.allow_redis_shutdown else None)
+        except _REDIS_ERRORS as exc:
+            self.link.failed(exc)
+            conn.close()
+            return False
         except Exception as exc:
             log.error("lane %d: could not create the RQ worker: %s", index, exc)
-            return
+            conn.close()
+            return False
         self._workers.append(worker)
         self.lanes.set(name, "idle")
         try:
             if not self._stop.is_set():
                 worker.work(logging_level=logging.getLevelName(log.getEffectiveLevel()))
+        except _REDIS_ERRORS as exc:
+            self.link.failed(exc)
         except Exception as exc:
             log.error("lane %d: RQ worker loop ended: %s", index, exc)
         finally:
             self.lanes.set(name, None)
             self._workers.remove(worker)
             conn.close()
+        return worker.registered
 
 
 def run(redis_url: str, queue: str = "toolcodec", concurrency: int | None = None,
