@@ -218,6 +218,14 @@ def _serve_parser(sub: Any) -> None:
                        help="longest wait for the model server between two bytes (default: 300)")
     serve.add_argument("--tools-as-prompt", action="store_true",
                        help="send the request's tools to upstream as a system prompt")
+    serve.add_argument("--header-timeout-s", type=float, default=10.0,
+                       help="a request's headers must be complete this long after its first "
+                            "byte (after the connection opened, for its first request), else "
+                            "408 and the connection is closed (default: 10)")
+    serve.add_argument("--max-header-bytes", type=_bounded_int(1024, 1 << 24),
+                       default=64 * 1024,
+                       help="largest request line plus headers in bytes; larger ones are "
+                            "answered 431 (default: 65536)")
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -228,13 +236,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         key = os.environ.get(args.upstream_key_env)
         if not key:
             raise CliError(f"--upstream-key-env: {args.upstream_key_env} is not set")
-    for name in ("drain_s", "upstream_timeout_s"):
+    for name in ("drain_s", "upstream_timeout_s", "header_timeout_s"):
         if not (0 < getattr(args, name) <= 3600):
             raise CliError(f"--{name.replace('_', '-')} must be between 0 and 3600 seconds")
     return run(ServeConfig(args.host, args.port, args.backend, args.workers, args.redis_url,
                            args.queue, args.timeout_ms, args.max_body, args.drain_s,
                            args.upstream, key, args.tools_as_prompt,
-                           args.upstream_timeout_s))
+                           args.upstream_timeout_s, header_timeout_s=args.header_timeout_s,
+                           max_header_bytes=args.max_header_bytes))
 
 
 def build_parser() -> argparse.ArgumentParser:
