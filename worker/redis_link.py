@@ -33,14 +33,14 @@ class RedisLink:
         return self._down_since is not None
 
     def failed(self, exc: BaseException) -> None:
-        """A Redis command failed to connect or to answer."""
+        """A Redis command failed: no connection, no answer, or refused."""
         with self._lock:
             self._failures += 1
             if self._down_since is not None:
                 return
             self._down_since = time.monotonic()
-        self.log.error("Redis unreachable (%s); retrying with a backoff of up to %.0f s, "
-                       "logged again when it answers", exc, MAX_DELAY_S)
+        self.log.error("Redis unavailable (%s: %s); retrying with a backoff of up to %.0f s, "
+                       "logged again when it answers", type(exc).__name__, exc, MAX_DELAY_S)
 
     def answered(self) -> None:
         """A Redis command succeeded."""
@@ -51,7 +51,7 @@ class RedisLink:
                 return
             down_for, failures = time.monotonic() - self._down_since, self._failures
             self._down_since, self._failures = None, 0
-        self.log.warning("Redis answers again after %.1f s unreachable (%d failed attempts)",
+        self.log.warning("Redis answers again after %.1f s unavailable (%d failed attempts)",
                          down_for, failures)
 
 

@@ -358,16 +358,18 @@ class ToolcodecWorker(SimpleWorker):
                     self._register_again()  # a restarted Redis has forgotten this worker
                     failed = False
                 self.set_state(WorkerStatus.IDLE)
-                self.link.answered()
                 self.heartbeat()
                 if self.should_run_maintenance_tasks:
                     self.run_maintenance_tasks()
-                return self.queue_class.dequeue_any(
+                dequeued = self.queue_class.dequeue_any(
                     self._ordered_queues, timeout, connection=self.connection,
                     job_class=self.job_class, serializer=self.serializer,
                     death_penalty_class=self.death_penalty_class,
                 )
+                self.link.answered()  # only a whole cycle, the pop included, counts
+                return dequeued
             except DequeueTimeout:
+                self.link.answered()
                 continue
             except _REDIS_ERRORS as exc:
                 self.link.failed(exc)
@@ -375,6 +377,13 @@ class ToolcodecWorker(SimpleWorker):
                 failed = True
                 time.sleep(backoff.next())
             except Exception as exc:  # noqa: BLE001 - an unreadable job must not stop the lane
+                if getattr(exc, "job_id", None) is None and isinstance(exc, redis.RedisError):
+                    # Redis refused a command (an ACL without it, a replica that became
+                    # read-only, loading): no job is at fault, and retrying at once would spin.
+                    self.link.failed(exc)
+                    failed = True
+                    time.sleep(backoff.next())
+                    continue
                 self._refuse_unloadable(exc)
         return None
 
