@@ -148,12 +148,6 @@ def test_the_deadline_covers_headers_only_not_the_job(server) -> None:
     assert status == 200 and b'"status":"ok"' in answer.replace(b" ", b""), answer
 
 
-def test_pipelined_requests_are_each_served(server) -> None:
-    with connect(server) as sock:
-        sock.sendall(request() + request() + request())
-        assert [read_response(sock)[0] for _ in range(3)] == [200, 200, 200]
-
-
 def test_the_cli_refuses_bounds_out_of_range() -> None:
     for args in (["--header-timeout-s", "0"], ["--max-header-bytes", "10"]):
         srv = ServeProcess(*args)

@@ -60,8 +60,9 @@ class HeaderGuardProtocol(HttpToolsProtocol):
         self._refused = False
         # The first request's headers are due from the connection's start: a connection
         # that never sends a byte is closed too.
-        self._header_timer: asyncio.TimerHandle | None = self.loop.call_later(
-            self.header_timeout_s, self._headers_too_slow)
+        self._header_deadline: float | None = self.loop.time() + self.header_timeout_s
+        self._header_timer: asyncio.TimerHandle | None = self.loop.call_at(
+            self._header_deadline, self._headers_too_slow)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_timer()
@@ -93,6 +94,10 @@ class HeaderGuardProtocol(HttpToolsProtocol):
                 if self._header_bytes > self.max_header_bytes:
                     self._refuse_too_large()
                     return
+        if self._in_headers and self._header_deadline is not None and self._header_timer is None:
+            # Headers left incomplete by this read: now the deadline needs a timer. (Most
+            # requests arrive whole in one read and never pay for one.)
+            self._header_timer = self.loop.call_at(self._header_deadline, self._headers_too_slow)
 
     def eof_received(self) -> bool | None:
         if self._refused:
@@ -104,12 +109,12 @@ class HeaderGuardProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._pipelined_in_feed = self._completed_in_feed
-        if self._header_timer is None:  # a later request on a kept-alive connection
-            self._header_timer = self.loop.call_later(self.header_timeout_s,
-                                                      self._headers_too_slow)
+        if self._header_deadline is None:  # a later request on a kept-alive connection
+            self._header_deadline = self.loop.time() + self.header_timeout_s
 
     def on_headers_complete(self) -> None:
         self._in_headers = False
+        self._header_deadline = None
         self._cancel_header_timer()
         super().on_headers_complete()
 
