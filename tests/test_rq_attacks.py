@@ -263,3 +263,16 @@ def test_jobs_the_worker_loads_resolve_no_name_even_in_rqs_own_clean_up(
     assert conn.zcard(f"rq:wip:{queue_name}") == 0  # RQ's clean-up did process the entry
     assert "tests.rq_import_marker" not in sys.modules
     assert_nothing_ran(markers)
+
+
+def test_registry_keys_of_another_type_do_not_stop_the_lanes(
+    worker, conn, redis_server, queue_name
+) -> None:
+    """A Redis writer turns the registries into strings: maintenance fails (WRONGTYPE) at
+    every lane start; it used to end the lane's loop before its first dequeue, every time."""
+    for key in proto.registry_keys(queue_name):
+        conn.set(key, "not a sorted set")
+    group = worker(concurrency=2)
+    assert serves(redis_server, queue_name), group.log()
+    assert "registry maintenance of queue" in group.log()
+    assert "quitting" not in group.log()

@@ -277,6 +277,12 @@ class ToolcodecWorker(SimpleWorker):
             except _REDIS_ERRORS as exc:
                 self.link.failed(exc)
                 return  # run again at the next check, once Redis answers
+            except redis.RedisError as exc:
+                # E.g. a registry key of another type (WRONGTYPE): maintenance must never
+                # stop a lane, or a Redis writer could keep every lane from serving.
+                log.warning("worker %s: registry maintenance of queue %s failed: %s",
+                            self.name, queue.name, exc)
+                continue
             if dropped:
                 log.warning("worker %s: dropped %d expired registry entr%s of queue %s "
                             "without loading their jobs (toolcodec writes none)",
