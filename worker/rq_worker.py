@@ -62,6 +62,8 @@ KILL_GRACE_S = 0.001
 HOUSEKEEPING_EVERY_S = 1.0
 # How often one lane of the queue looks for ids left in the intermediate list.
 LEFTOVERS_EVERY_S = 5.0
+# A lane's worker that ran this long before its loop ended starts again without delay.
+LANE_STABLE_AFTER_S = 5.0
 _REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
@@ -590,10 +592,13 @@ class Supervisor:
         backoff = Backoff()
         try:
             while not self._stop.is_set():
-                if self._run_worker(index, child):
+                started = time.monotonic()
+                if (self._run_worker(index, child)
+                        and time.monotonic() - started >= LANE_STABLE_AFTER_S):
                     backoff.reset()
                 # The worker could not register (Redis down) or its loop ended: try again,
-                # waiting longer after each attempt that did not get to serve.
+                # waiting longer after each attempt that did not serve for a while, so a
+                # lane that keeps failing neither spins nor floods the log.
                 self._stop.wait(backoff.next())
         finally:
             child.kill()
