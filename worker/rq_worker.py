@@ -14,6 +14,9 @@ or whose data cannot be read, is refused without being imported, deserialised be
 called — it is removed from the queue, logged and counted in
 ``toolcodec_rq_jobs_refused_total{reason}``. Anyone who can write to Redis can still submit
 toolcodec jobs (and so use CPU), but never run code of their choosing: see ``docs/rq.md``.
+RQ's registry maintenance is replaced by one that loads no job, callbacks and webhooks read
+from a job are dropped, and no lane listens to commands published on Redis unless the
+operator allowed ``shutdown`` (``--allow-redis-shutdown``).
 Lanes share one process, so one prometheus registry counts every outcome the workers see
 (``--metrics-port``); see ``docs/rq.md`` for which side counts what.
 """
