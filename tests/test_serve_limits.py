@@ -97,6 +97,23 @@ def test_a_slowloris_connection_is_closed_at_the_header_deadline(server) -> None
     assert sent > 0  # bytes were still arriving when the deadline closed the connection
 
 
+def test_many_slow_connections_are_all_closed_and_others_still_served(server) -> None:
+    """The issue's attack in small: connections holding partial headers. While they are open
+    a normal request is answered; each of them ends at the deadline."""
+    slow = [connect(server) for _ in range(100)]
+    try:
+        for sock in slow:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: test\r\nX-Slow: a")
+        with connect(server) as sock:
+            sock.sendall(request())
+            assert read_response(sock)[0] == 200
+        answers = [read_to_eof(sock) for sock in slow]
+    finally:
+        for sock in slow:
+            sock.close()
+    assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers), {a[:40] for a in answers}
+
+
 def test_a_connection_that_never_sends_is_closed(server) -> None:
     with connect(server) as sock:
         assert read_to_eof(sock) == b""
