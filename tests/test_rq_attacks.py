@@ -109,7 +109,7 @@ def test_clean_up_never_imports_a_callback_planted_in_the_wip_registry(
     """RQ's registry clean-up imported the failure callback of an 'abandoned' job."""
     wip = f"rq:wip:{queue_name}"
     plant_abandoned_job(conn, queue_name, **{callback: Callback(MARKER)})
-    group = worker()
+    group = worker(cli=True)  # started as `toolcodec worker`
     # The worker's clean-up runs at start; it has dealt with the entry once it is gone.
     assert wait_for(lambda: conn.zcard(wip) == 0), group.log()
     assert serves(redis_server, queue_name)
