@@ -11,6 +11,7 @@ import select
 import socket
 import time
 
+import orjson
 import pytest
 
 from tests.serve_process import ServeProcess
@@ -76,6 +77,16 @@ def read_response(sock: socket.socket) -> tuple[int, bytes]:
     return status, body
 
 
+def assert_envelope(answer: bytes, message: str) -> None:
+    """Like every answer of the service, a refusal's body is the error envelope."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"content-type: application/json" in head.lower()
+    envelope = orjson.loads(body)
+    assert envelope["status"] == "error" and envelope["backend"] == "process"
+    assert envelope["error"]["code"] == "bad_request"
+    assert envelope["error"]["message"].startswith(message), envelope
+
+
 def test_a_slowloris_connection_is_closed_at_the_header_deadline(server) -> None:
     """Headers trickling in a byte at a time do not hold the connection open."""
     with connect(server) as sock:
@@ -94,6 +105,7 @@ def test_a_slowloris_connection_is_closed_at_the_header_deadline(server) -> None
             sent += 1
         answer = read_to_eof(sock)
     assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert_envelope(answer, "408: request headers not complete within 0.5 s")
     assert sent > 0  # bytes were still arriving when the deadline closed the connection
 
 
@@ -127,6 +139,7 @@ def test_a_200_kb_header_is_refused_with_431(server) -> None:
             pass  # the server stopped reading; its answer is still readable
         answer = read_to_eof(sock)
     assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    assert_envelope(answer, f"431: request line and headers over {MAX_HEADER_BYTES} bytes")
 
 
 def test_many_headers_over_the_limit_in_small_writes_are_refused(server) -> None:

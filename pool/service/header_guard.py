@@ -12,6 +12,8 @@ returns uvicorn's httptools protocol with both bounds:
 * **size**: at most ``max_header_bytes`` bytes from a request's first byte to the end of its
   headers (request line and header lines). Beyond it the server answers 431 without feeding
   more to the parser, stops reading and closes.
+
+Both answers carry the service's error envelope (code ``bad_request``), like its 404 and 405.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
+from toolcodec.errors import BAD_REQUEST
+from toolcodec.worker.envelope import error_envelope
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 DEFAULT_HEADER_TIMEOUT_S = 10.0
@@ -29,15 +34,13 @@ DEFAULT_MAX_HEADER_BYTES = 64 * 1024
 LINGER_S = 2.0
 
 
-def _response(status: bytes, reason: bytes) -> bytes:
-    body = reason + b"\n"
-    return (b"HTTP/1.1 " + status + b" " + reason + b"\r\ncontent-type: text/plain; "
-            b"charset=utf-8\r\nconnection: close\r\ncontent-length: "
-            + str(len(body)).encode() + b"\r\n\r\n" + body)
-
-
-TOO_LARGE = _response(b"431", b"Request Header Fields Too Large")
-TOO_SLOW = _response(b"408", b"Request Timeout")
+def refusal(status: int, reason: str, message: str, backend: str = "") -> bytes:
+    """A whole HTTP response whose body is the service's error envelope (``bad_request``,
+    as for 404/405): every answer of ``toolcodec serve`` is an envelope."""
+    body = orjson.dumps({**error_envelope("", "error", BAD_REQUEST, f"{status}: {message}"),
+                         "backend": backend, "elapsed_ms": 0.0})
+    return (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+            f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n").encode() + body
 
 
 class HeaderGuardProtocol(HttpToolsProtocol):
@@ -50,6 +53,8 @@ class HeaderGuardProtocol(HttpToolsProtocol):
 
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    too_slow = refusal(408, "Request Timeout", "request headers not complete in time")
+    too_large = refusal(431, "Request Header Fields Too Large", "request headers too large")
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -129,13 +134,13 @@ class HeaderGuardProtocol(HttpToolsProtocol):
         if self.transport.is_closing() or not self._in_headers:
             return
         if self._header_bytes:
-            self.transport.write(TOO_SLOW)
+            self.transport.write(self.too_slow)
         self.transport.close()
 
     def _refuse_too_large(self) -> None:
         self._refused = True
         self._cancel_header_timer()
-        self.transport.write(TOO_LARGE)
+        self.transport.write(self.too_large)
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(LINGER_S, self.transport.close)
@@ -147,10 +152,18 @@ class HeaderGuardProtocol(HttpToolsProtocol):
 
 
 def guarded_protocol(header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
-                     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES) -> type[Any]:
-    """The protocol class to pass as ``uvicorn.Config(http=...)`` with these bounds."""
+                     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+                     backend: str = "") -> type[Any]:
+    """The protocol class to pass as ``uvicorn.Config(http=...)`` with these bounds;
+    ``backend`` is named in the refusals' envelopes like in every other answer."""
     if header_timeout_s <= 0 or max_header_bytes < 1024:
         raise ValueError("header_timeout_s must be > 0 and max_header_bytes >= 1024")
-    return type("HeaderGuardProtocol", (HeaderGuardProtocol,),
-                {"header_timeout_s": float(header_timeout_s),
-                 "max_header_bytes": int(max_header_bytes)})
+    return type("HeaderGuardProtocol", (HeaderGuardProtocol,), {
+        "header_timeout_s": float(header_timeout_s),
+        "max_header_bytes": int(max_header_bytes),
+        "too_slow": refusal(408, "Request Timeout", f"request headers not complete within "
+                            f"{header_timeout_s:g} s (--header-timeout-s)", backend),
+        "too_large": refusal(431, "Request Header Fields Too Large", f"request line and "
+                             f"headers over {max_header_bytes} bytes (--max-header-bytes)",
+                             backend),
+    })

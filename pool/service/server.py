@@ -76,7 +76,8 @@ def run(config: ServeConfig) -> int:
                           registry=REGISTRY, ready=_readiness(pool, config))
         extra, proxy = _proxy_routes(config, pool, service)
         # The httptools protocol, with bounds on header time and size (see header_guard).
-        http = guarded_protocol(config.header_timeout_s, config.max_header_bytes)
+        http = guarded_protocol(config.header_timeout_s, config.max_header_bytes,
+                                pool.backend)
         uv = uvicorn.Config(build_app(service, extra), host=config.host, port=config.port,
                             log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=config.drain_s, timeout_keep_alive=30,
