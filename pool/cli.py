@@ -148,6 +148,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         max_chars=args.max_chars,
         max_depth=args.max_depth,
+        allow_redis_shutdown=args.allow_redis_shutdown,
     )
 
 
@@ -265,6 +266,14 @@ def _serve_parser(sub: Any) -> None:
     serve.add_argument("--max-upstream-body", type=_bounded_int(1024, 1 << 30),
                        default=32 * 1024 * 1024,
                        help="largest upstream answer, and SSE line, in bytes (default: 32 MiB)")
+    serve.add_argument("--header-timeout-s", type=float, default=10.0,
+                       help="a request's headers must be complete this long after its first "
+                            "byte (after the connection opened, for its first request), else "
+                            "408 and the connection is closed (default: 10)")
+    serve.add_argument("--max-header-bytes", type=_bounded_int(1024, 1 << 24),
+                       default=64 * 1024,
+                       help="largest request line plus headers in bytes; larger ones are "
+                            "answered 431 (default: 65536)")
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -279,7 +288,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise CliError("--max-chars/--max-depth are set where the jobs run: "
                        "toolcodec worker --max-chars/--max-depth")
     for name in ("drain_s", "upstream_timeout_s", "upstream_pool_timeout_s",
-                 "request_deadline_s", "heartbeat_s"):
+                 "request_deadline_s", "heartbeat_s", "header_timeout_s"):
         if not (0 < getattr(args, name) <= 3600):
             raise CliError(f"--{name.replace('_', '-')} must be between 0 and 3600 seconds")
     from toolcodec.pool.proxy.settings import ModelSettings, SettingsError
@@ -300,7 +309,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                            args.upstream_timeout_s, max_chars=args.max_chars,
                            max_depth=args.max_depth,
                            max_payload_chars=args.max_payload_chars, models=models,
-                           proxy=proxy))
+                           proxy=proxy, header_timeout_s=args.header_timeout_s,
+                           max_header_bytes=args.max_header_bytes))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -342,6 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--max-depth", type=_bounded_int(1, 200), default=None,
                         help="ceiling on nesting depth "
                              "(default: TOOLCODEC_MAX_DEPTH or 128; at most 200)")
+    worker.add_argument("--allow-redis-shutdown", action="store_true",
+                        help="obey RQ's shutdown command published on Redis (rq's "
+                             "send_shutdown_command); off by default because anyone who can "
+                             "write to Redis could stop the workers. No other command is "
+                             "ever obeyed")
 
     _serve_parser(sub)
     from toolcodec.pool.bench.cli import add_parser as add_bench_parser

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -123,31 +124,54 @@ class RedisServer:
 
 
 class WorkerProcessGroup:
-    """``python -m toolcodec.worker.rq_worker`` in a subprocess, with fault injection enabled.
+    """``python -m toolcodec.worker.rq_worker`` (or ``toolcodec worker`` with ``cli``) in a
+    subprocess, with fault injection enabled.
 
     ``start()`` returns once the worker registered itself in Redis; ``stop()`` sends SIGTERM,
     then SIGKILL to the whole process group (the worker's codec children included).
     """
 
     def __init__(self, redis_url: str, queue: str, *, concurrency: int = 2,
-                 metrics_port: int | None = None, env: dict[str, str] | None = None) -> None:
+                 metrics_port: int | None = None, env: dict[str, str] | None = None,
+                 args: tuple[str, ...] = (), log_path: Path | None = None,
+                 cli: bool = False) -> None:
         self.redis_url = redis_url
         self.queue = queue
         self.concurrency = concurrency
         self.metrics_port = metrics_port
+        self.args = tuple(args)
+        # cli: start it as ``toolcodec worker`` (pool/cli.py) instead of the module's main.
+        self.module = "toolcodec.pool.cli" if cli else "toolcodec.worker.rq_worker"
+        self.subcommand = ["worker"] if cli else []
+        # The worker's stderr (its log) goes here when given, for tests that read the log.
+        self.log_path = log_path
         self.env = {**os.environ, "TOOLCODEC_FAULT_INJECTION": "1", **(env or {})}
         self.env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO_ROOT), self.env.get("PYTHONPATH", "")) if p
         )
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 20.0) -> None:
-        cmd = [sys.executable, "-m", "toolcodec.worker.rq_worker", "--redis-url", self.redis_url,
+    def start(self, timeout: float = 20.0, wait: bool = True) -> None:
+        """Start the worker; with ``wait``, return once it registered (see ``wait_ready``)."""
+        cmd = [sys.executable, "-m", self.module, *self.subcommand, "--redis-url", self.redis_url,
                "--queue", self.queue, "--concurrency", str(self.concurrency)]
         if self.metrics_port is not None:
             cmd += ["--metrics-port", str(self.metrics_port)]
-        self.proc = subprocess.Popen(cmd, env=self.env, cwd=REPO_ROOT, start_new_session=True)
-        self.wait_ready(timeout)
+        cmd += self.args
+        if self.log_path is None:
+            self.proc = subprocess.Popen(cmd, env=self.env, cwd=REPO_ROOT,
+                                         start_new_session=True)
+        else:
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen(cmd, env=self.env, cwd=REPO_ROOT, stderr=log,
+                                             start_new_session=True)
+        if wait:
+            self.wait_ready(timeout)
+
+    def log(self) -> str:
+        """What the worker wrote to stderr so far (needs ``log_path``)."""
+        assert self.log_path is not None, "start the worker with log_path to read its log"
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def wait_ready(self, timeout: float = 20.0) -> None:
         """Wait until ``concurrency`` workers are listening on the queue."""
@@ -188,3 +212,37 @@ class WorkerProcessGroup:
         except subprocess.TimeoutExpired:
             pass
         self.proc = None
+
+
+class DroppingListener:
+    """A stand-in for a Redis behind a proxy whose backend is down: every TCP connection
+    on ``port`` is accepted and closed at once, and counted.
+
+    A refused connection leaves no trace a test can wait on; an accepted one does, so a test
+    can wait until a client has retried N times instead of sleeping.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(64)
+        self.sock.settimeout(0.05)
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            conn.close()
+            self.connections += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()

@@ -445,3 +445,172 @@ def test_the_worker_endpoint_describes_what_the_worker_measured(backend, start_r
         assert helps[name] == doc, name
         assert helps[name] != HELP[name][0]  # not the caller's text
     assert "this worker" in helps["toolcodec_jobs_total"].lower()
+
+
+# -- Redis going away: one log line per change of state, lanes back off (issue #25 item 7) ---
+
+def _one_outage_logged(group, attempts) -> str:
+    """Wait until the lanes retried many times against ``attempts``; return the log."""
+    assert wait_for(lambda: attempts.connections >= 12, timeout=30), group.log()
+    log = group.log()
+    assert log.count("Redis unavailable") == 1, log
+    assert "Traceback" not in log and "quitting" not in log, log
+    return log
+
+
+def _recovers(group, server, queue: str) -> None:
+    group.wait_ready()
+    with RQBackend(redis_url=server.url, queue=queue, timeout_ms=5000) as b:
+        assert b.submit("repair", {"text": "[1,"})["status"] == "ok"
+    assert wait_for(lambda: "Redis answers again" in group.log())
+    log = group.log()
+    assert log.count("Redis unavailable") == 1 and log.count("Redis answers again") == 1, log
+
+
+def test_redis_going_away_is_logged_once_not_per_attempt(
+    own_redis_server, queue_name, tmp_path
+) -> None:
+    from tests.redis_server import DroppingListener, WorkerProcessGroup
+
+    group = WorkerProcessGroup(own_redis_server.url, queue_name, concurrency=2,
+                               log_path=tmp_path / "worker.log")
+    group.start()
+    try:
+        own_redis_server.stop()
+        attempts = DroppingListener(own_redis_server.port)
+        try:
+            _one_outage_logged(group, attempts)
+        finally:
+            attempts.close()
+        own_redis_server.start()
+        _recovers(group, own_redis_server, queue_name)
+    finally:
+        group.stop()
+
+
+def test_redis_down_when_the_worker_starts_is_logged_once(
+    own_redis_server, queue_name, tmp_path
+) -> None:
+    """The lanes cannot even register: each attempt used to log, ten a second per lane."""
+    from tests.redis_server import DroppingListener, WorkerProcessGroup
+
+    own_redis_server.stop()
+    attempts = DroppingListener(own_redis_server.port)
+    group = WorkerProcessGroup(own_redis_server.url, queue_name, concurrency=2,
+                               log_path=tmp_path / "worker.log")
+    try:
+        group.start(wait=False)
+        try:
+            _one_outage_logged(group, attempts)
+        finally:
+            attempts.close()
+        own_redis_server.start()
+        _recovers(group, own_redis_server, queue_name)
+    finally:
+        group.stop()
+
+
+def test_reconnect_delays_double_up_to_the_cap_and_restart_after_success() -> None:
+    from toolcodec.worker.redis_link import Backoff
+
+    backoff = Backoff(first=0.02, cap=1.0)
+    ceilings = [0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0, 1.0]
+    for ceiling in ceilings:
+        assert ceiling / 2 <= backoff.next() <= ceiling
+    backoff.reset()
+    assert 0.01 <= backoff.next() <= 0.02
+
+
+# -- the least-privilege ACL users of docs/rq.md ----------------------------------------------
+
+def _documented_acl_users(drop: str = "") -> list[list[str]]:
+    from tests.redis_server import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "rq.md").read_text()
+    block = text.split("<!-- acl-users -->")[1].split("<!-- /acl-users -->")[0]
+    lines = [line.strip() for line in block.splitlines() if line.strip().startswith("ACL ")]
+    assert len(lines) == 2, block
+    out = []
+    for line in lines:
+        words = line.replace("WORKER_PASSWORD", "wpw").replace("CALLER_PASSWORD", "cpw").split()
+        out.append([w for w in words if w != drop])
+    return out
+
+
+def _acl_setup(server, drop: str = ""):
+    """Create the documented users; returns an admin connection (the default user then needs
+    a password, so this open connection is the only admin one)."""
+    admin = server.client()
+    for words in _documented_acl_users(drop):
+        admin.execute_command(*words)
+    admin.execute_command("ACL", "SETUSER", "default", "resetpass", ">admin-password")
+    return admin
+
+
+def _acl_log(admin) -> list[dict]:
+    """Redis' ACL LOG entries (RESP2 answers each as a flat list of pairs)."""
+    return [dict(zip(e[::2], e[1::2], strict=True)) if isinstance(e, list) else e
+            for e in admin.execute_command("ACL", "LOG")]
+
+
+def _acl_denials(admin) -> list[tuple[bytes, bytes]]:
+    return [(e[b"username"], e[b"object"]) for e in _acl_log(admin)]
+
+
+def test_the_documented_least_privilege_users_are_enough(own_redis_server, tmp_path) -> None:
+    """The worker and the caller run with the ACL users of docs/rq.md and nothing is denied;
+    the caller's user cannot suspend workers, publish commands or plant registry entries."""
+    import redis
+
+    from tests.redis_server import WorkerProcessGroup
+
+    admin = _acl_setup(own_redis_server)
+    base = f"127.0.0.1:{own_redis_server.port}/0"
+    group = WorkerProcessGroup(f"redis://toolcodec-worker:wpw@{base}", "toolcodec",
+                               concurrency=2, log_path=tmp_path / "worker.log")
+    group.start()
+    try:
+        # A leftover of a killed worker, to be found by the lanes' periodic check.
+        admin.rpush(proto.intermediate_key("toolcodec"), "gone-job")
+        with RQBackend(redis_url=f"redis://toolcodec-caller:cpw@{base}", queue="toolcodec",
+                       timeout_ms=5000) as caller:
+            assert caller.submit("repair", {"text": "[1,"})["status"] == "ok"
+            assert caller.submit("_sleep", {"seconds": 2}, timeout_ms=20)["status"] == "timeout"
+            assert caller.submit("repair", {"text": "{"})["status"] == "ok"
+        assert wait_for(lambda: admin.llen(proto.intermediate_key("toolcodec")) == 0, 30)
+        as_caller = redis.Redis.from_url(f"redis://toolcodec-caller:cpw@{base}")
+        assert as_caller.scard(proto.workers_key("toolcodec")) == 2  # serve's readiness
+        for attempt in (lambda: as_caller.set("rq:suspended", 1),
+                        lambda: as_caller.publish("rq:pubsub:any", "{}"),
+                        lambda: as_caller.zadd("rq:wip:toolcodec", {"x": 1})):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                attempt()
+        as_caller.close()
+    finally:
+        group.stop()
+    denied = _acl_denials(admin)
+    # Only the three attempts above were refused, nothing the worker or the caller needed.
+    assert sorted(denied) == [(b"toolcodec-caller", b"publish"), (b"toolcodec-caller", b"set"),
+                              (b"toolcodec-caller", b"zadd")], (denied, group.log())
+    assert "Redis unavailable" not in group.log()
+
+
+def test_a_command_redis_refuses_is_logged_once_not_spun_on(own_redis_server, tmp_path) -> None:
+    """A worker user without BLMOVE: each dequeue is refused. The lane backs off and logs once
+    instead of taking each refusal for an unreadable job (thousands of lines a second)."""
+    from tests.redis_server import WorkerProcessGroup
+
+    admin = _acl_setup(own_redis_server, drop="+blmove")
+    group = WorkerProcessGroup(f"redis://toolcodec-worker:wpw@127.0.0.1:{own_redis_server.port}/0",
+                               "toolcodec", concurrency=1, log_path=tmp_path / "worker.log")
+    group.start()
+    try:
+        def refusals() -> int:
+            return sum(int(e[b"count"]) for e in _acl_log(admin) if e[b"object"] == b"blmove")
+
+        assert wait_for(lambda: refusals() >= 6, 30), group.log()
+        log = group.log()
+        assert log.count("Redis unavailable") == 1, log[-2000:]
+        assert "refused job" not in log
+    finally:
+        group.stop()

@@ -61,6 +61,24 @@ def workers_key(queue: str) -> str:
     return f"rq:workers:{queue}"
 
 
+def registry_keys(queue: str) -> tuple[str, ...]:
+    """RQ's started (WIP), finished and failed registries of ``queue``: sorted sets scored by
+    expiry time. toolcodec jobs never enter them."""
+    return tuple(f"rq:{kind}:{queue}" for kind in ("wip", "finished", "failed"))
+
+
+def drop_expired_registry_entries(conn: Any, queue: str, now: float) -> int:
+    """Remove the entries of :func:`registry_keys` that expired before ``now``, unread.
+
+    RQ's clean-up would load each entry's job and act on what it names (callbacks, webhooks,
+    dependents); here nothing but the sorted sets' scores is read. Returns how many went.
+    """
+    with conn.pipeline(transaction=False) as pipe:
+        for key in registry_keys(queue):
+            pipe.zremrangebyscore(key, 0, now)
+        return sum(pipe.execute())
+
+
 def encode_reply(job_id: str, envelope: dict[str, Any]) -> bytes:
     """Serialise a worker's answer for the caller's reply list."""
     return orjson.dumps({"id": job_id, "envelope": envelope})

@@ -14,6 +14,9 @@ or whose data cannot be read, is refused without being imported, deserialised be
 called — it is removed from the queue, logged and counted in
 ``toolcodec_rq_jobs_refused_total{reason}``. Anyone who can write to Redis can still submit
 toolcodec jobs (and so use CPU), but never run code of their choosing: see ``docs/rq.md``.
+RQ's registry maintenance is replaced by one that loads no job, callbacks and webhooks read
+from a job are dropped, and no lane listens to commands published on Redis unless the
+operator allowed ``shutdown`` (``--allow-redis-shutdown``).
 Lanes share one process, so one prometheus registry counts every outcome the workers see
 (``--metrics-port``); see ``docs/rq.md`` for which side counts what.
 """
@@ -21,6 +24,7 @@ Lanes share one process, so one prometheus registry counts every outcome the wor
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -29,11 +33,11 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import redis
 from rq import SimpleWorker, worker_registration
-from rq import registry as rq_registry
 from rq.exceptions import DequeueTimeout, NoSuchJobError
 from rq.job import Job
 from rq.queue import Queue
@@ -48,6 +52,7 @@ from toolcodec.worker.jobs import warm
 from toolcodec.worker.limits import ENV as ENV_LIMITS
 from toolcodec.worker.limits import LimitsError, operator_limits
 from toolcodec.worker.metrics import Metrics
+from toolcodec.worker.redis_link import Backoff, RedisLink
 
 log = logging.getLogger("toolcodec.worker")
 
@@ -60,6 +65,8 @@ KILL_GRACE_S = 0.001
 HOUSEKEEPING_EVERY_S = 1.0
 # How often one lane of the queue looks for ids left in the intermediate list.
 LEFTOVERS_EVERY_S = 5.0
+# A lane's worker that ran this long before its loop ended starts again without delay.
+LANE_STABLE_AFTER_S = 5.0
 _REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
@@ -75,8 +82,18 @@ class _MissingJobCounter:
             cls.metrics.observe("unknown", BACKEND, {"status": "timeout"})
 
 
+class ForeignName(Exception):
+    """A job read from Redis named a function toolcodec does not run."""
+
+
 class ToolcodecJob(Job):
-    """RQ's Job, except that a job that vanished from the queue is counted, not ignored."""
+    """RQ's Job, loaded from Redis without ever resolving a name it carries.
+
+    A job that vanished from the queue is counted, not ignored. Callbacks and webhooks read
+    from the hash are dropped, and ``func`` resolves only toolcodec's one job function: any
+    RQ code path that reaches them (registry clean-up, failure handling) finds nothing to
+    import, call or request.
+    """
 
     @classmethod
     def fetch(cls, id: str, connection: Any = None, serializer: Any = None) -> Job:
@@ -85,6 +102,36 @@ class ToolcodecJob(Job):
         except NoSuchJobError:
             _MissingJobCounter.record(id)
             raise
+
+    def restore(self, raw_data: Any) -> Any:
+        result = super().restore(raw_data)
+        named = [n for n in (self._success_callback_name, self._failure_callback_name,
+                             self._stopped_callback_name) if n]
+        if named or self.webhooks:
+            log.warning("job %s names callbacks %s and %d webhook(s); toolcodec ignores them",
+                        self.id, named, len(self.webhooks))
+        self._success_callback_name = self._failure_callback_name = None
+        self._stopped_callback_name = None
+        self.webhooks = []
+        return result
+
+    @property
+    def func(self) -> Any:
+        if self.func_name != proto.RUN_JOB:
+            raise ForeignName(f"job {self.id} names {self.func_name!r}, not a toolcodec job")
+        return super().func
+
+    @property
+    def success_callback(self) -> None:
+        return None
+
+    @property
+    def failure_callback(self) -> None:
+        return None
+
+    @property
+    def stopped_callback(self) -> None:
+        return None
 
 
 class _LaneStates:
@@ -113,6 +160,10 @@ class ToolcodecWorker(SimpleWorker):
     :param child: the long-lived process jobs run in; started by the caller.
     :param metrics: where outcomes, restarts and the queue depth are counted.
     :param lanes: shared idle/busy bookkeeping (optional).
+    :param on_shutdown_command: what RQ's ``shutdown`` command published on Redis does;
+        ``None`` (the default) means the worker does not listen to commands at all.
+    :param link: where Redis failures are reported (one log line per change of state),
+        shared by the lanes of a process.
     """
 
     job_class = ToolcodecJob
@@ -120,12 +171,18 @@ class ToolcodecWorker(SimpleWorker):
     death_penalty_class = TimerDeathPenalty
 
     def __init__(self, queues: Any, *, child: WorkerProcess, metrics: Metrics,
-                 lanes: _LaneStates | None = None, **kwargs: Any) -> None:
+                 lanes: _LaneStates | None = None,
+                 on_shutdown_command: Callable[[], None] | None = None,
+                 link: RedisLink | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("serializer", proto.SERIALIZER)
         super().__init__(queues, **kwargs)
         self.child = child
         self.metrics = metrics
         self.lanes = lanes
+        # Called when RQ's shutdown command arrives; None: commands are not listened to.
+        self.on_shutdown_command = on_shutdown_command
+        self.link = link or RedisLink(log)
+        self.registered = False  # set once the worker has registered itself in Redis
         self._last_housekeeping = 0.0
         self._last_leftovers = 0.0
         self._last_suspension_check = 0.0
@@ -147,18 +204,23 @@ class ToolcodecWorker(SimpleWorker):
             return
         if time.monotonic() - self._last_housekeeping < HOUSEKEEPING_EVERY_S:
             return
-        with self.connection.pipeline(transaction=False) as pipe:
-            super().heartbeat(None, pipe)
-            pipe.llen(self.queues[0].key)
-            depth = pipe.execute()[-1]
+        try:
+            with self.connection.pipeline(transaction=False) as pipe:
+                super().heartbeat(None, pipe)
+                pipe.llen(self.queues[0].key)
+                depth = pipe.execute()[-1]
+        except _REDIS_ERRORS as exc:
+            # RQ's loop would quit on this (after a job); the next dequeue retries instead.
+            self.link.failed(exc)
+            return
         self.metrics.queue_depth.labels(backend=BACKEND).set(depth)
         self._last_housekeeping = time.monotonic()
         if self._last_housekeeping - self._last_leftovers >= LEFTOVERS_EVERY_S:
             self._last_leftovers = self._last_housekeeping
             try:
                 self.remove_leftovers()
-            except _REDIS_ERRORS:
-                raise
+            except _REDIS_ERRORS as exc:
+                self.link.failed(exc)
             except Exception as exc:  # noqa: BLE001 - housekeeping must not stop the lane
                 log.warning("worker %s: could not check for leftover job ids: %s", self.name, exc)
 
@@ -192,16 +254,86 @@ class ToolcodecWorker(SimpleWorker):
                         self.name, len(stale), key)
         return len(stale)
 
+    def run_maintenance_tasks(self) -> None:
+        """Registry clean-up only: RQ's scheduler start and group clean-up are not ours."""
+        self.clean_registries()
+
     def clean_registries(self) -> None:
-        """RQ's registry maintenance, minus its intermediate-list cleanup (see above)."""
+        """toolcodec's registry maintenance, run at start and every ``maintenance_interval``.
+
+        RQ's own is never run: it loads the jobs listed in the queue's registries and acts
+        on what they name, so a Redis writer could plant an "abandoned" job whose failure
+        callback is imported, whose webhooks are requested and whose dependents are
+        enqueued. Our jobs never enter those registries (replies bypass them), so every
+        entry there was written by someone else: expired ones are dropped unread. Dead
+        workers leave the queue's worker set as in RQ (that reads key names only); leftovers
+        in the intermediate list are :meth:`remove_leftovers`' job.
+        """
         for queue in self.queues:
-            if queue.acquire_maintenance_lock():
+            try:
+                if not queue.acquire_maintenance_lock():
+                    continue
                 try:
-                    rq_registry.clean_registries(queue, self._exc_handlers)
+                    dropped = proto.drop_expired_registry_entries(self.connection, queue.name,
+                                                                  time.time())
                     worker_registration.clean_worker_registry(queue)
                 finally:
                     queue.release_maintenance_lock()
+            except _REDIS_ERRORS as exc:
+                self.link.failed(exc)
+                return  # run again at the next check, once Redis answers
+            except redis.RedisError as exc:
+                # E.g. a registry key of another type (WRONGTYPE): maintenance must never
+                # stop a lane, or a Redis writer could keep every lane from serving.
+                log.warning("worker %s: registry maintenance of queue %s failed: %s",
+                            self.name, queue.name, exc)
+                continue
+            if dropped:
+                log.warning("worker %s: dropped %d expired registry entr%s of queue %s "
+                            "without loading their jobs (toolcodec writes none)",
+                            self.name, dropped, "y" if dropped == 1 else "ies", queue.name)
         self.last_cleaned_at = now()
+
+    def clean_group_registries(self) -> None:
+        """Groups are not toolcodec's; their clean-up is left to whoever created them."""
+
+    # -- commands published on Redis ---------------------------------------------------------
+
+    def subscribe(self) -> None:
+        """Listen to RQ's command channel only when the operator allowed a command.
+
+        Anyone who can PUBLISH on Redis could otherwise stop every worker
+        (``rq.command.send_shutdown_command``). Without ``--allow-redis-shutdown`` no lane
+        subscribes, so a published command reaches nobody.
+        """
+        if self.on_shutdown_command is not None:
+            super().subscribe()
+
+    def _pubsub_exception_handler(self, exc: Exception, pubsub: Any, thread: Any) -> None:
+        """RQ's retry of the command subscription, reporting a lost Redis once."""
+        if not isinstance(exc, redis.exceptions.ConnectionError):
+            super()._pubsub_exception_handler(exc, pubsub, thread)
+            return
+        self.link.failed(exc)
+        time.sleep(1.0)  # redis-py subscribes again once a connection succeeds
+
+    def handle_payload(self, message: Any) -> None:
+        """Obey ``shutdown`` (when allowed); every other command is logged and ignored.
+
+        ``kill-horse``, ``stop-job`` and ``stop-execution`` have no meaning here: a job's
+        child is killed by the job's own deadline, never on request from Redis.
+        """
+        try:
+            command = json.loads(message["data"]).get("command")
+        except (ValueError, TypeError, AttributeError, KeyError):
+            command = None
+        if command == "shutdown" and self.on_shutdown_command is not None:
+            log.warning("worker %s: shutdown command received on Redis; stopping "
+                        "(--allow-redis-shutdown)", self.name)
+            self.on_shutdown_command()
+            return
+        log.warning("worker %s: ignored a command published on Redis: %.100r",
+                    self.name, command)
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
         if pipeline is None and state == self._state_written:
@@ -216,39 +348,69 @@ class ToolcodecWorker(SimpleWorker):
             return
         try:
             super().check_for_suspension(burst)
-        except _REDIS_ERRORS:
-            return  # the dequeue step reports and retries
+        except _REDIS_ERRORS as exc:
+            self.link.failed(exc)
+            return  # the dequeue step retries
         self._last_suspension_check = time.monotonic()
 
     def dequeue_job_and_maintain_ttl(
         self, timeout: int | None, max_idle_time: int | None = None
     ) -> tuple[Job, Queue] | None:
-        """RQ's dequeue, minus per-job heartbeats, with a short reconnect backoff."""
-        backoff = 0.02
+        """RQ's dequeue, minus per-job heartbeats, with a reconnect backoff.
+
+        While Redis is unreachable the lane retries after :class:`Backoff`'s delays and the
+        process logs once (:class:`RedisLink`), not once per attempt.
+        """
+        backoff = Backoff()
+        failed = False
         while not self._stop_requested:
             try:
-                if self._state_written is None and backoff > 0.02:
+                if failed:
                     self._register_again()  # a restarted Redis has forgotten this worker
+                    failed = False
                 self.set_state(WorkerStatus.IDLE)
                 self.heartbeat()
                 if self.should_run_maintenance_tasks:
                     self.run_maintenance_tasks()
-                return self.queue_class.dequeue_any(
+                dequeued = self.queue_class.dequeue_any(
                     self._ordered_queues, timeout, connection=self.connection,
                     job_class=self.job_class, serializer=self.serializer,
                     death_penalty_class=self.death_penalty_class,
                 )
+                self.link.answered()  # only a whole cycle, the pop included, counts
+                return dequeued
             except DequeueTimeout:
+                self.link.answered()
                 continue
             except _REDIS_ERRORS as exc:
-                log.error("worker %s: Redis unreachable (%s); retrying in %.2f s",
-                          self.name, exc, backoff)
+                self.link.failed(exc)
                 self._state_written = None  # a restarted Redis has forgotten us
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+                failed = True
+                time.sleep(backoff.next())
             except Exception as exc:  # noqa: BLE001 - an unreadable job must not stop the lane
+                if getattr(exc, "job_id", None) is None and isinstance(exc, redis.RedisError):
+                    # Redis refused a command (an ACL without it, a replica that became
+                    # read-only, loading): no job is at fault, and retrying at once would spin.
+                    self.link.failed(exc)
+                    failed = True
+                    time.sleep(backoff.next())
+                    continue
                 self._refuse_unloadable(exc)
         return None
+
+    def bootstrap(self, *args: Any, **kwargs: Any) -> None:
+        super().bootstrap(*args, **kwargs)
+        self.registered = True
+        self.link.answered()
+
+    def teardown(self) -> None:
+        """RQ's teardown; a Redis that went away is reported once, not as a traceback."""
+        try:
+            self.register_death()
+        except _REDIS_ERRORS as exc:
+            self.link.failed(exc)
+        finally:
+            self.unsubscribe()
 
     def _register_again(self) -> None:
         """Write this worker's registration again (``rq info`` and readiness read it)."""
@@ -395,11 +557,14 @@ def _ours(job: Job) -> tuple[str, str | None]:
 class Supervisor:
     """Runs ``concurrency`` lanes (RQ worker + child) and restarts a lane whose loop ends."""
 
-    def __init__(self, redis_url: str, queue: str, concurrency: int, metrics: Metrics) -> None:
+    def __init__(self, redis_url: str, queue: str, concurrency: int, metrics: Metrics,
+                 allow_redis_shutdown: bool = False) -> None:
         self.redis_url = redis_url
         self.queue = queue
         self.concurrency = max(1, int(concurrency))
         self.metrics = metrics
+        self.allow_redis_shutdown = allow_redis_shutdown
+        self.link = RedisLink(log)
         self.lanes = _LaneStates(metrics)
         self._stop = threading.Event()
         self._workers: list[ToolcodecWorker] = []
@@ -427,40 +592,62 @@ class Supervisor:
     def _lane(self, index: int) -> None:
         child = WorkerProcess()
         child.start()
+        backoff = Backoff()
         try:
             while not self._stop.is_set():
-                self._run_worker(index, child)
-                if not self._stop.is_set():
-                    time.sleep(0.1)  # e.g. Redis was down at registration; try again
+                started = time.monotonic()
+                if (self._run_worker(index, child)
+                        and time.monotonic() - started >= LANE_STABLE_AFTER_S):
+                    backoff.reset()
+                # The worker could not register (Redis down) or its loop ended: try again,
+                # waiting longer after each attempt that did not serve for a while, so a
+                # lane that keeps failing neither spins nor floods the log.
+                self._stop.wait(backoff.next())
         finally:
             child.kill()
 
-    def _run_worker(self, index: int, child: WorkerProcess) -> None:
+    def _run_worker(self, index: int, child: WorkerProcess) -> bool:
+        """Run one RQ worker on this lane until it stops; returns whether it registered."""
         name = f"toolcodec-{socket.gethostname()}-{os.getpid()}-{index}-{uuid.uuid4().hex[:6]}"
         try:
             conn = redis.Redis.from_url(self.redis_url, socket_connect_timeout=1.0,
                                         socket_timeout=5.0)
-            worker = ToolcodecWorker([self.queue], connection=conn, child=child,
-                                     metrics=self.metrics, lanes=self.lanes, name=name)
+        except Exception as exc:
+            log.error("lane %d: bad Redis URL: %s", index, exc)
+            return False
+        try:
+            # RQ's constructor already talks to Redis (client name, address).
+            worker = ToolcodecWorker(
+                [self.queue], connection=conn, child=child, metrics=self.metrics,
+                lanes=self.lanes, name=name, link=self.link,
+                on_shutdown_command=self.stop if self.allow_redis_shutdown else None)
+        except _REDIS_ERRORS as exc:
+            self.link.failed(exc)
+            conn.close()
+            return False
         except Exception as exc:
             log.error("lane %d: could not create the RQ worker: %s", index, exc)
-            return
+            conn.close()
+            return False
         self._workers.append(worker)
         self.lanes.set(name, "idle")
         try:
             if not self._stop.is_set():
                 worker.work(logging_level=logging.getLevelName(log.getEffectiveLevel()))
+        except _REDIS_ERRORS as exc:
+            self.link.failed(exc)
         except Exception as exc:
             log.error("lane %d: RQ worker loop ended: %s", index, exc)
         finally:
             self.lanes.set(name, None)
             self._workers.remove(worker)
             conn.close()
+        return worker.registered
 
 
 def run(redis_url: str, queue: str = "toolcodec", concurrency: int | None = None,
         metrics_port: int | None = None, max_chars: int | None = None,
-        max_depth: int | None = None) -> int:
+        max_depth: int | None = None, allow_redis_shutdown: bool = False) -> int:
     """Run RQ workers until SIGTERM/SIGINT; the body of ``toolcodec worker``.
 
     :param redis_url: any URL :meth:`redis.Redis.from_url` accepts (password, TLS).
@@ -471,6 +658,9 @@ def run(redis_url: str, queue: str = "toolcodec", concurrency: int | None = None
     :param max_chars: ceiling on the text one job may have parsed (``TOOLCODEC_MAX_CHARS``);
         a job may ask for less, never more.
     :param max_depth: ceiling on nesting depth (``TOOLCODEC_MAX_DEPTH``), likewise.
+    :param allow_redis_shutdown: obey RQ's ``shutdown`` command published on Redis (it then
+        stops the whole process like SIGTERM); off by default, as anyone who can write to
+        Redis could send it. No other command is ever obeyed.
     :returns: the process exit code.
     """
     for name, value in (("max_chars", max_chars), ("max_depth", max_depth)):
@@ -488,7 +678,8 @@ def run(redis_url: str, queue: str = "toolcodec", concurrency: int | None = None
         from prometheus_client import start_http_server
 
         start_http_server(metrics_port, registry=metrics.registry)
-    supervisor = Supervisor(redis_url, queue, concurrency or os.cpu_count() or 1, metrics)
+    supervisor = Supervisor(redis_url, queue, concurrency or os.cpu_count() or 1, metrics,
+                            allow_redis_shutdown)
 
     def on_signal(signum: int, _frame: Any) -> None:
         if supervisor._stop.is_set():
@@ -511,9 +702,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics-port", type=int, default=None)
     parser.add_argument("--max-chars", type=int, default=None)
     parser.add_argument("--max-depth", type=int, default=None)
+    parser.add_argument("--allow-redis-shutdown", action="store_true")
     args = parser.parse_args(argv)
     return run(args.redis_url, args.queue, args.concurrency, args.metrics_port,
-               args.max_chars, args.max_depth)
+               args.max_chars, args.max_depth, args.allow_redis_shutdown)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ Redis/RQ workers). One process means one set of counters, so ``/metrics`` adds u
 multiprocess collector; to use more cores for HTTP itself, run several instances behind a
 load balancer and let Prometheus sum them.
 
+A request's headers must arrive within ``--header-timeout-s`` and fit in
+``--max-header-bytes`` (:mod:`toolcodec.pool.service.header_guard`): slow or huge headers
+cannot hold connections open.
+
 SIGTERM (or SIGINT) drains: ``/readyz`` turns 503 at once, the listening socket closes, jobs
 in flight finish (each ends by its own deadline) for up to ``--drain-s`` seconds, then the
 process exits 0.
@@ -21,6 +25,11 @@ import uvicorn
 from prometheus_client import REGISTRY
 from toolcodec.pool.api import Pool
 from toolcodec.pool.service.app import Service, build_app
+from toolcodec.pool.service.header_guard import (
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_HEADER_BYTES,
+    guarded_protocol,
+)
 
 
 @dataclass(slots=True)
@@ -43,6 +52,8 @@ class ServeConfig:
     max_payload_chars: int | None = None  # None: max_chars + 1 000 000
     models: Any = None  # toolcodec.pool.proxy.settings.ModelSettings: options per model
     proxy: dict[str, Any] | None = None  # more toolcodec.pool.proxy.chat.ProxyConfig fields
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
 
 
 class _DrainingServer(uvicorn.Server):
@@ -95,9 +106,13 @@ def run(config: ServeConfig) -> int:
                           models=config.models)
         service.upstream = config.upstream
         extra, proxy = _proxy_routes(config, pool, service)
+        # The httptools protocol, with bounds on header time and size (see header_guard).
+        http = guarded_protocol(config.header_timeout_s, config.max_header_bytes,
+                                pool.backend)
         uv = uvicorn.Config(build_app(service, extra), host=config.host, port=config.port,
                             log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=config.drain_s, timeout_keep_alive=30)
+                            timeout_graceful_shutdown=config.drain_s, timeout_keep_alive=30,
+                            http=http)
         _DrainingServer(uv, service).run()
         if proxy is not None:
             asyncio.run(proxy.aclose())
