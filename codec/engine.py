@@ -41,6 +41,7 @@ from toolcodec.assembly import Assembly
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
 from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError
 from toolcodec.formats import glm, yamlbody
+from toolcodec.formats.reasoning import BY_OPENER, FRAMING, REASONING_FORMATS
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
 from toolcodec.normalize import replace_surrogates, replace_surrogates_in
@@ -83,15 +84,10 @@ _PARAM_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
 _ELEMENT_OPEN = regex.compile(r"<([A-Za-z_][\w.\-]{0,63})[ \t]{0,8}(/?)>")
 _BLANKS = re.compile(r"[ \t\r\n]*")
 _BARE_NAME = re.compile(r"<?([^ \t\r\n:]+)")
-# Reasoning blocks: ``<think>``, Seed-OSS's ``<seed:think>``, gpt-oss's analysis channel, the
-# tokens below; a call written inside one is the model thinking about a call, not making it.
-REASONING_TAGS = ("think", "seed:think")
-# Reasoning written between special tokens: Apertus, Gemma 4.
-_REASONING_TOKENS = {"<|inner_prefix|>": "<|inner_suffix|>", "<|channel>thought": "<channel|>"}
-_REASONING_CLOSERS = {"think": "</think>", "seed:think": "</seed:think>", "harmony": "<|end|>",
-                      **_REASONING_TOKENS}
-# A harmony message header, with the end of the message before it: the channel is named next.
-_HARMONY_TO = r"(?:<\|end\|>)?(?:<\|start\|>assistant)?<\|channel\|>"
+# Reasoning blocks, answer channels and framing tokens come from one table
+# (``toolcodec.formats.reasoning``): a call written inside reasoning is the model thinking about
+# a call, not making it.
+_TAG_ROWS = {f.openers[0][1:-1]: f for f in REASONING_FORMATS if f.tag}
 _TOOL_CALL_EDGE = re.compile(r"</?tool_call>")
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -120,14 +116,16 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
     names = sorted({n for n in tool_names if n}, key=len, reverse=True)
     on = (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
     parts = []
-    fixed = list(REASONING_TAGS) + [t for t, ids in (
-        ("tool_call", ("hermes", "qwen_xml", "glm")), ("tool", ("tool_element",))) if on(*ids)]
-    parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
-    parts.append("(?P<reason_token>" + "|".join(regex.escape(t) for t in _REASONING_TOKENS)
-                 + ")")
-    if on("harmony"):  # gpt-oss: its analysis channel is reasoning, other headers framing
-        parts.append(rf"(?P<harmony_think>{_HARMONY_TO}analysis<\|message\|>)")
-        parts.append(rf"(?P<harmony_header>{_HARMONY_TO}(?:final|commentary)<\|message\|>)")
+    fixed = [t for t, ids in (("tool_call", ("hermes", "qwen_xml", "glm")),
+                              ("tool", ("tool_element",))) if on(*ids)]
+    tags = "|".join(regex.escape(t) for t in _TAG_ROWS)
+    parts.append(rf"<(?P<reason_tag>{tags})[ \t\r\n]{{0,8}}>")
+    if fixed:
+        parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
+    tokens = sorted((t for t, f in BY_OPENER.items() if not f.tag), key=len, reverse=True)
+    parts.append("(?P<reason_token>" + "|".join(regex.escape(t) for t in tokens) + ")")
+    parts.append("(?P<framing>" + "|".join(
+        regex.escape(t) for t in sorted(FRAMING, key=len, reverse=True)) + ")")
     if on("qwen_xml"):
         parts.append(r"<(?P<function>function=)")
     if on("json"):
@@ -329,11 +327,11 @@ class Engine:
             return self._candidate(m, final)
         if kind == "marker":
             return self._marker(m, final)
-        if kind == "reason_token":
-            return self._open_block(_Open("think", start, m.end(), m.end(), m.group()), final)
-        if kind == "harmony_think":
-            return self._open_block(_Open("think", start, m.end(), m.end(), "harmony"), final)
-        if kind == "harmony_header":
+        if kind in ("reason_token", "reason_tag"):
+            row = BY_OPENER[m.group() if kind == "reason_token" else f"<{m.group(kind)}>"]
+            return self._open_block(_Open("think", start, m.end(), m.end(), row.openers[0]),
+                                    final)
+        if kind == "framing":
             self._free_text(self.pos, start, final, at_end=False)
             self.asm.add_tokens(start, m.end())
             self.pos = m.end()
@@ -343,8 +341,6 @@ class Engine:
             body = m.start() + m.group().rindex("<")
             return self._open_block(_Open("bare_tag", start, body, body, name), final)
         fixed = m.group("fixed") if kind == "fixed" else None
-        if fixed in REASONING_TAGS:
-            return self._open_block(_Open("think", start, m.end(), m.end(), fixed), final)
         fmt = FORMAT_OF_TAG[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
         if fmt not in ("think", "function"):
             follows = self._body_check(m.end(), final, head=_NAMED_BODY.get(fmt),
@@ -435,26 +431,38 @@ class Engine:
         return True
 
     def _think(self, cur: _Open, final: bool) -> bool:
-        closer = _REASONING_CLOSERS[cur.tag or "think"]
-        close = self.text.find(closer, cur.scan)
+        """Reasoning (or an answer channel) up to its row's closer, sent as it comes."""
+        row = BY_OPENER[cur.tag or "<think>"]
+        text, close, closer = self.text, -1, ""
+        for token in row.closers:
+            at = text.find(token, cur.scan)
+            if at >= 0 and (close < 0 or at < close):
+                close, closer = at, token
         if close < 0 and not final:
-            cur.scan = max(cur.body_start, len(self.text) - len(closer) + 1)
-            self._reasoning(cur, cur.scan)
+            longest = max(map(len, row.closers))
+            cur.scan = max(cur.body_start, len(text) - longest + 1)
+            self._reasoning(cur, row.kind, cur.scan)
             return False
-        end = len(self.text) if close < 0 else close + len(closer)
-        body_end = len(self.text) if close < 0 else close
-        self._reasoning(cur, body_end)
-        self.asm.add_reasoning(Block("think", cur.start, end, cur.body_start, body_end,
-                                     close >= 0))
+        end = len(text) if close < 0 else close + len(closer)
+        body_end = len(text) if close < 0 else close
+        self._reasoning(cur, row.kind, body_end)
+        if row.kind == "reasoning":
+            self.asm.add_reasoning(Block("think", cur.start, end, cur.body_start, body_end,
+                                         close >= 0))
+        else:  # an answer channel: its text is content, its tokens framing
+            self.asm.add_tokens(cur.start, cur.body_start)
+            if close >= 0:
+                self.asm.add_tokens(close, end)
         self.current = None
         self.pos = end
         self.tries = self.depth = 0
         return True
 
-    def _reasoning(self, cur: _Open, upto: int) -> None:
+    def _reasoning(self, cur: _Open, kind: str, upto: int) -> None:
         start = max(cur.body_start, cur.reasoned)
         if upto > start:
-            self._emit({"type": "reasoning", "text": _clean(self.text[start:upto])})
+            self._emit({"type": "reasoning" if kind == "reasoning" else "content",
+                        "text": _clean(self.text[start:upto])})
             cur.reasoned = upto
 
     def _block_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:

@@ -1,0 +1,91 @@
+"""Reasoning and channel markers, one row per family: what opens a model's reasoning, what ends
+it, and the framing tokens around its answer. Read by the engine (openers, closers) and by the
+codec's ``starts_in_reasoning`` option (which row a generation prompt left open).
+
+A row's ``kind`` says what its body is:
+
+- ``"reasoning"``: the model thinking; it goes to ``reasoning``, and a call written inside it is
+  the model thinking about a call, not making it;
+- ``"content"``: an answer channel whose text is content as written, even where it looks like
+  a call (gpt-oss's ``final`` channel);
+
+``FRAMING`` lists tokens that are structure only (a harmony message header, Kimi K3's response
+and message tags): neither content nor calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningFormat:
+    """One family's reasoning (or answer channel) markers.
+
+    ``openers`` are the literal tokens that open the block (the first is the one a generation
+    prompt writes); with ``tag``, an opener ``<NAME>`` may also be written with blanks before
+    its ``>``. ``closers`` end it; with none found the block runs to the end of the output
+    (a reasoning cut off by the length limit is still reasoning).
+    """
+
+    id: str
+    openers: tuple[str, ...]
+    closers: tuple[str, ...]
+    kind: str = "reasoning"  # "reasoning" | "content"
+    tag: bool = False
+
+
+# gpt-oss writes each message as [<|end|>][<|start|>assistant]<|channel|>NAME<|message|>.
+_HARMONY_HEADS = tuple(f"{end}{start}<|channel|>" for end in ("", "<|end|>")
+                       for start in ("", "<|start|>assistant"))
+
+
+def _k3_open(name: str) -> str:
+    return f"<|open|>{name}<|sep|>"
+
+
+def _k3_close(name: str) -> str:
+    return f"<|close|>{name}<|sep|>"
+
+
+REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
+    ReasoningFormat("think", ("<think>",), ("</think>",), tag=True),
+    ReasoningFormat("seed_oss", ("<seed:think>",), ("</seed:think>",), tag=True),
+    # Mistral's tokenizer v13 (Magistral): [THINK]…[/THINK]
+    ReasoningFormat("mistral", ("[THINK]",), ("[/THINK]",)),
+    ReasoningFormat("harmony", tuple(h + "analysis<|message|>" for h in _HARMONY_HEADS),
+                    ("<|end|>",)),
+    ReasoningFormat("harmony_final", tuple(h + "final<|message|>" for h in _HARMONY_HEADS),
+                    ("<|return|>", "<|end|>"), kind="content"),
+    ReasoningFormat("apertus", ("<|inner_prefix|>",), ("<|inner_suffix|>",)),
+    ReasoningFormat("gemma4", ("<|channel>thought",), ("<channel|>",)),
+    ReasoningFormat("kimi_k3", (_k3_open("think"),), (_k3_close("think"),)),
+)
+
+# Structure that is neither content nor a call.
+FRAMING: tuple[str, ...] = (
+    tuple(h + "commentary<|message|>" for h in _HARMONY_HEADS)
+    + (_k3_open("response"), _k3_close("response"), _k3_close("message"), "<|end_of_msg|>")
+)
+
+BY_ID = {f.id: f for f in REASONING_FORMATS}
+BY_OPENER = {opener: f for f in REASONING_FORMATS for opener in f.openers}
+
+
+def prefill_opener(option: bool | str) -> str | None:
+    """The reasoning opener a generation prompt left open, from ``starts_in_reasoning``:
+    ``True`` is ``<think>``; a string is a row's id (``"mistral"``) or one of its openers
+    (``"[THINK]"``); ``False`` is none. Raises ``ValueError`` for anything else."""
+    if option is False or option is None:
+        return None
+    if option is True:
+        return "<think>"
+    if isinstance(option, str):
+        if option in BY_OPENER and BY_OPENER[option].kind == "reasoning":
+            return option
+        row = BY_ID.get(option)
+        if row is not None and row.kind == "reasoning":
+            return row.openers[0]
+    known = sorted(f.id for f in REASONING_FORMATS if f.kind == "reasoning")
+    raise ValueError(f"starts_in_reasoning must be a bool, a reasoning format id ({known}) or "
+                     f"one of their openers, not {option!r}")
