@@ -67,8 +67,9 @@ def _call(inner: str) -> tuple[str, str] | str:
 
 
 def read_dsml(body: str, *, closed: bool = True) -> FormatRead:
-    """Read the invokes of one DeepSeek V3.2 ``<｜DSML｜function_calls>`` block."""
-    return invoke.read(body, closed=closed, prefix=invoke.DSML)
+    """Read the invokes of one DeepSeek V3.2 / V4 DSML block (``<｜DSML｜function_calls>``,
+    ``<｜DSML｜tool_calls>``, ``<｜DSML｜ calls>``)."""
+    return invoke.read(body, closed=closed, prefix=invoke.DSML_PATTERN)
 
 
 def _fail(what: str, position: int, body: str) -> FormatRead:

@@ -46,6 +46,11 @@ def _deepseek(token: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((native, f"<|{token.replace('_', _DS_SP)}|>", f"<|{token}|>")))
 
 
+def _dsml(slash: str) -> tuple[str, ...]:
+    return tuple(f"<{slash}{bar}DSML{bar}{name}>" for bar in (_DS_BAR, "|")
+                 for name in ("function_calls", "tool_calls", " calls"))
+
+
 MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     MarkerFormat("kimi_k2", ("<|tool_calls_section_begin|>",), ("<|tool_calls_section_end|>",),
                  body="kimi"),
@@ -58,8 +63,9 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     MarkerFormat("deepseek", _deepseek("tool_call_begin"),
                  _deepseek("tool_calls_end") + ("<|tool_calls_section_end|>",),
                  body="deepseek", keep_opener=True),
-    MarkerFormat("deepseek_dsml", (f"<{_DS_BAR}DSML{_DS_BAR}function_calls>",),
-                 (f"</{_DS_BAR}DSML{_DS_BAR}function_calls>",), body="dsml"),
+    # DeepSeek V3.2 / V4 DSML, in every block name and bar seen: function_calls, tool_calls,
+    # and " calls" (a blank after the bar)
+    MarkerFormat("deepseek_dsml", _dsml(""), _dsml("/"), body="dsml"),
     MarkerFormat("mistral", ("[TOOL_CALLS]",), body="mistral", next_opener_ends=True,
                  open_ended=True),
     MarkerFormat("harmony", tuple(f"{end}{start}<|channel|>{channel} to=" for end in ("", "<|end|>")

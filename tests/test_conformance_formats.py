@@ -1,0 +1,70 @@
+"""Each family's current format, read in batch and in every chunking. The texts follow the
+official sources named above each test (chat templates rendered, engine parser tests, bug
+reports)."""
+
+from __future__ import annotations
+
+import random
+
+from toolcodec.toolcodec import ToolCallCodec
+
+from tests.test_stream import check, chunkings
+
+TOOLS = [
+    {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "location": {"type": "string"}, "days": {"type": "integer"}}, "required": ["location"]}},
+    {"name": "write_file", "parameters": {"type": "object", "properties": {
+        "path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path"]}},
+    {"name": "list_files", "parameters": {"type": "object", "properties": {}}},
+]
+BAR = "\uff5c"
+
+
+def read(text: str, prefill: bool | str = False) -> dict:
+    """The batch result, after checking that every chunking of the stream gives the same."""
+    c = ToolCallCodec(TOOLS, starts_in_reasoning=prefill)
+    for parts in chunkings(text, random.Random(len(text))):
+        check(c, text, parts)
+    return c.decode(text).to_dict()
+
+
+def calls(result: dict) -> list[tuple[str, dict]]:
+    return [(c["name"], c["arguments"]) for c in result["calls"]]
+
+
+def dsml(block: str, *invokes: str, bar: str = BAR) -> str:
+    return (f"<{bar}DSML{bar}{block}>\n" + "".join(invokes)
+            + f"</{bar}DSML{bar}{block}>")
+
+
+def invoke(name: str, *params: tuple[str, str, str], bar: str = BAR) -> str:
+    inner = "".join(f'<{bar}DSML{bar}parameter name="{k}" string="{s}">{v}'
+                    f"</{bar}DSML{bar}parameter>\n" for k, v, s in params)
+    return f'<{bar}DSML{bar}invoke name="{name}">\n{inner}</{bar}DSML{bar}invoke>\n'
+
+
+# DeepSeek V3.2 (encoding_dsv32: <｜DSML｜function_calls>; vLLM's deepseekv32 parser tests),
+# V4 (<｜DSML｜tool_calls>, as engines' marker tables list it), and the " calls" spelling and
+# self-closing invoke reported from V4.1 outputs.
+def test_dsml_in_every_block_spelling():
+    weather = invoke("get_weather", ("location", "Seoul", "true"), ("days", "3", "false"))
+    for block in ("function_calls", "tool_calls", " calls"):
+        result = read("Checking." + dsml(block, weather))
+        assert calls(result) == [("get_weather", {"location": "Seoul", "days": 3})], block
+        assert result["content"] == "Checking." and result["calls"][0]["format"] == (
+            "deepseek_dsml")
+
+
+def test_dsml_self_closing_invoke_and_ascii_bars():
+    text = dsml("tool_calls", f'<{BAR}DSML{BAR}invoke name="list_files"/>\n',
+                invoke("get_weather", ("location", "Oslo", "true")))
+    assert calls(read(text)) == [("list_files", {}), ("get_weather", {"location": "Oslo"})]
+    ascii_text = dsml("function_calls", invoke("get_weather", ("location", "Oslo", "true"),
+                                               bar="|"), bar="|")
+    assert calls(read(ascii_text)) == [("get_weather", {"location": "Oslo"})]
+
+
+def test_dsml_string_false_is_json_and_string_true_is_text():
+    text = dsml("tool_calls", invoke("write_file", ("path", "a.json", "true"),
+                                     ("content", '{"k": [1, 2]}', "true")))
+    assert calls(read(text)) == [("write_file", {"path": "a.json", "content": '{"k": [1, 2]}'})]
