@@ -131,9 +131,13 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
     if on("json"):
         parts.append(_JSON_OPENER)
     markers = {t: f for f in marker_formats(formats) for t in f.openers}
-    if markers:
-        alt = "|".join(regex.escape(t) for t in sorted(markers, key=len, reverse=True))
-        parts.append(rf"(?P<marker>{alt})")
+    for group, anywhere in (("marker", True), ("start_marker", False)):
+        tokens = sorted((t for t, f in markers.items() if f.at_start != anywhere), key=len,
+                        reverse=True)
+        if tokens:
+            alt = "|".join(regex.escape(t) for t in tokens)
+            head = "" if anywhere else rf"(?<![\s\S])[ \t\r\n]{{0,{BODY_WS}}}"
+            parts.append(rf"{head}(?P<{group}>{alt})")
     if names:
         alt = "|".join(regex.escape(n) for n in names)
         if on("tool_tag", "yaml_tag"):
@@ -325,7 +329,7 @@ class Engine:
         start, kind = m.start(), m.lastgroup
         if kind in ("json", "fence", "pycall"):
             return self._candidate(m, final)
-        if kind == "marker":
+        if kind in ("marker", "start_marker"):
             return self._marker(m, final)
         if kind in ("reason_token", "reason_tag"):
             row = BY_OPENER[m.group() if kind == "reason_token" else f"<{m.group(kind)}>"]
@@ -368,7 +372,7 @@ class Engine:
         return True
 
     def _marker(self, m: Any, final: bool) -> bool:
-        token = m.group("marker")
+        token = m.group(m.lastgroup)
         fmt = self.codec._openers.markers[token]
         if fmt.needs_body:
             follows = self._body_check(m.end(), final, json_only=True,

@@ -68,3 +68,34 @@ def test_dsml_string_false_is_json_and_string_true_is_text():
     text = dsml("tool_calls", invoke("write_file", ("path", "a.json", "true"),
                                      ("content", '{"k": [1, 2]}', "true")))
     assert calls(read(text)) == [("write_file", {"path": "a.json", "content": '{"k": [1, 2]}'})]
+
+
+# gpt-oss (OpenAI harmony format docs: the recipient may sit in the role header; vLLM's
+# openai_tool_parser tests): the prompt ends with <|start|>assistant, the output goes on with
+# " to=functions.NAME<|channel|>commentary <|constrain|>json<|message|>{…}<|call|>".
+def test_harmony_recipient_in_the_role_header_right_after_the_prompt():
+    text = (' to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>'
+            '{"location": "Tokyo"}<|call|>')
+    result = read(text)
+    assert calls(result) == [("get_weather", {"location": "Tokyo"})]
+    assert result["content"] == "" and result["calls"][0]["format"] == "harmony"
+    # later in the output the header starts again with <|start|>assistant
+    later = ("<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
+             ' to=functions.get_weather<|channel|>commentary json<|message|>{"location": "Oslo"}'
+             "<|call|>")
+    result = read(later)
+    assert calls(result) == [("get_weather", {"location": "Oslo"})]
+    assert result["reasoning"] == "Need weather."
+
+
+def test_harmony_recipient_words_in_prose_are_prose():
+    text = "Send it to=functions.get_weather<|channel|>commentary<|message|>{}"
+    assert read(text)["calls"] == []
+
+
+def test_harmony_final_channel_is_content_even_when_it_looks_like_a_call():
+    call = '{"name": "get_weather", "arguments": {"location": "Oslo"}}'
+    text = ("<|channel|>analysis<|message|>Show the format.<|end|><|start|>assistant"
+            f"<|channel|>final<|message|>Call it like {call}<|return|>")
+    result = read(text)
+    assert result["calls"] == [] and result["content"] == f"Call it like {call}"

@@ -24,7 +24,8 @@ class MarkerFormat:
     generation ends them and is not a repair. ``needs_body`` openers that are ordinary words
     count only when a body follows them (JSON; for ``"call"``, a Python call; for ``"tag"``,
     the opening tag's name and ``>`` then a parameter tag or the close tag), so prose that
-    names them stays prose.
+    names them stays prose. ``at_start`` openers continue a header the prompt began (gpt-oss's
+    ``<|start|>assistant`` then the recipient), so they count only where the output starts.
     """
 
     id: str
@@ -35,6 +36,7 @@ class MarkerFormat:
     next_opener_ends: bool = False
     open_ended: bool = False
     needs_body: str = ""  # "" | "json" | "call" | "tag"
+    at_start: bool = False  # the openers count only at the start of the output (past blanks)
 
 
 _DS_BAR, _DS_SP = "\uff5c", "\u2581"  # DeepSeek's token spelling: ｜ and ▁
@@ -73,6 +75,9 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
                                   for channel in ("commentary", "analysis"))
                  + ("<|start|>assistant to=", "<|end|><|start|>assistant to="),
                  ("<|call|>", "<|end|>", "<|return|>"), body="harmony"),
+    # the recipient in the role header, right after the prompt's <|start|>assistant
+    MarkerFormat("harmony", ("to=functions.",), ("<|call|>", "<|end|>", "<|return|>"),
+                 body="harmony", at_start=True),
     MarkerFormat("minimax", ("<minimax:tool_call>",), ("</minimax:tool_call>",), body="invoke"),
     MarkerFormat("dots", ("<dots_function_call>",), ("</dots_function_call>",), body="invoke"),
     MarkerFormat("seed_oss", ("<seed:tool_call>",), ("</seed:tool_call>",), body="qwen_xml"),
