@@ -40,7 +40,7 @@ import regex  # partial matching: an opener cut at the end of a chunk
 from toolcodec.assembly import Assembly
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
 from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError
-from toolcodec.formats import glm, yamlbody
+from toolcodec.formats import glm, quoted, yamlbody
 from toolcodec.formats.reasoning import BY_OPENER, FRAMING, REASONING_FORMATS
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
@@ -431,6 +431,10 @@ class Engine:
         self.current = None
         self.pos = block_end
         self.tries = self.depth = 0
+        if cur.kind == "marker" and closed and not self.text[cur.body_start:body_end].strip():
+            self.asm.add_tokens(cur.start, block_end)  # an empty section: framing, no call
+            self.envelopes -= 1
+            return True
         self._decode_block(block)
         return True
 
@@ -570,6 +574,8 @@ class Engine:
 
     def _marker_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         fmt = self.codec._openers.markers[cur.tag]
+        if fmt.quotes and not fmt.open_ended:
+            return self._quoted_marker_end(cur, fmt, final)
         m = self.codec._openers.ends[cur.tag].search(self.text, cur.scan)
         if fmt.open_ended:  # no end token: the block ends where its last call's value does
             if cur.vscan < 0:
@@ -587,6 +593,41 @@ class Engine:
         longest = max(map(len, fmt.closers + fmt.openers))
         cur.scan = max(cur.scan, len(self.text) - longest + 1)
         return None
+
+    def _quoted_marker_end(self, cur: _Open, fmt: MarkerFormat,
+                           final: bool) -> tuple[int, int, bool] | None:
+        """The first end token outside the body's strings (``MarkerFormat.quotes``): a value
+        that holds the format's own markers stays the value's text. A string still open at
+        the end of the output was a stray quote: the first end token after it counts."""
+        text, ends = self.text, fmt.closers + (fmt.openers if fmt.next_opener_ends else ())
+        pattern = quoted.scanner(ends, fmt.quotes)
+        while True:
+            if cur.quote:
+                at = quoted.string_end(text, cur.quote, cur.scan)
+                if at < 0 and final:
+                    m = quoted.scanner(ends, ()).search(text, cur.vscan)
+                    cur.quote = ""
+                    if m is None:
+                        return len(text), len(text), False
+                    closer = m.group() in fmt.closers
+                    return (m.end() if closer else m.start()), m.start(), True
+                if at < 0:  # -2: an escape at the end; wait for the next character
+                    cur.scan = len(text) - 1 if at == -2 else max(
+                        cur.scan, len(text) - len(cur.quote) + 1)
+                    return None
+                cur.quote, cur.scan = "", at
+            m = pattern.search(text, cur.scan)
+            if m is None:
+                if final:
+                    return len(text), len(text), False
+                longest = max(map(len, ends + fmt.quotes))
+                cur.scan = max(cur.scan, len(text) - longest + 1)
+                return None
+            if m.group() in fmt.quotes and m.group() not in ends:
+                cur.quote, cur.scan, cur.vscan = m.group(), m.end(), m.end()
+                continue
+            closer = m.group() in fmt.closers
+            return (m.end() if closer else m.start()), m.start(), True
 
     def _values_end(self, cur: _Open, stop: int, final: bool) -> int | None:
         """Scan brackets and strings up to ``stop``: where the values end and no other call

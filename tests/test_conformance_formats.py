@@ -99,3 +99,74 @@ def test_harmony_final_channel_is_content_even_when_it_looks_like_a_call():
             f"<|channel|>final<|message|>Call it like {call}<|return|>")
     result = read(text)
     assert result["calls"] == [] and result["content"] == f"Call it like {call}"
+
+
+KIMI_CALL = ("<|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>{args}"
+             "<|tool_call_end|>")
+
+
+def kimi(*args: str, between: str = "") -> str:
+    return ("<|tool_calls_section_begin|>" + between.join(KIMI_CALL.replace("{args}", a)
+                                                          for a in args)
+            + "<|tool_calls_section_end|>")
+
+
+# Kimi-K2 (vLLM's kimi_k2 parser tests; llama.cpp #17376: the singular section token)
+def test_kimi_markers_inside_a_json_string_are_text():
+    for token in ("<|tool_call_end|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>"):
+        args = '{"path": "a.md", "content": "stop at ' + token + ' please"}'
+        result = read("Writing." + kimi(args))
+        assert calls(result) == [("write_file", {"path": "a.md",
+                                                 "content": f"stop at {token} please"})], token
+        assert result["content"] == "Writing."
+
+
+def test_kimi_noise_between_calls_is_dropped_and_said():
+    result = read(kimi('{"path": "a"}', '{"path": "b"}', between="\n, then\n"))
+    assert calls(result) == [("write_file", {"path": "a"}), ("write_file", {"path": "b"})]
+    assert "kimi.noise_dropped" in result["repairs"]
+
+
+def test_kimi_empty_section_and_singular_section_token():
+    result = read("Nothing to call.<|tool_calls_section_begin|>\n<|tool_calls_section_end|>")
+    assert (result["calls"], result["content"], result["errors"]) == (
+        [], "Nothing to call.", [])
+    singular = kimi('{"path": "a"}').replace("tool_calls_section", "tool_call_section")
+    assert calls(read(singular)) == [("write_file", {"path": "a"})]
+
+
+# DeepSeek V3.1 (vLLM's deepseekv31 parser tests) with its own tokens inside a string
+def test_deepseek_tokens_inside_a_json_string_are_text():
+    value = ("end with <\uff5ctool\u2581call\u2581end\uff5c> or "
+             "<\uff5ctool\u2581calls\u2581end\uff5c>")
+    text = ("<\uff5ctool\u2581calls\u2581begin\uff5c><\uff5ctool\u2581call\u2581begin\uff5c>"
+            "write_file<\uff5ctool\u2581sep\uff5c>"
+            + '{"path": "n.md", "content": "' + value + '"}'
+            + "<\uff5ctool\u2581call\u2581end\uff5c><\uff5ctool\u2581calls\u2581end\uff5c>")
+    assert calls(read(text)) == [("write_file", {"path": "n.md", "content": value})]
+
+
+# Gemma 4 chat template (call:NAME{…} between <|tool_call> and <tool_call|>, strings in <|"|>)
+def test_gemma_tokens_inside_a_quoted_string_are_text():
+    q = '<|"|>'
+    text = (f"<|tool_call>call:write_file{{path:{q}g.md{q},content:{q}ends with <tool_call|> "
+            f"and <|tool_call>{q}}}<tool_call|>After.")
+    result = read(text)
+    assert calls(result) == [("write_file", {"path": "g.md",
+                                             "content": "ends with <tool_call|> and <|tool_call>"})]
+    assert result["content"] == "After."
+
+
+def test_gemma_unquoted_keys_with_spaces():
+    q = '<|"|>'
+    result = read(f"<|tool_call>call:write_file{{path:{q}a{q}, file mode:{q}w{q}}}<tool_call|>")
+    assert calls(result) == [("write_file", {"path": "a", "file mode": "w"})]
+
+
+def test_a_stray_quote_still_ends_at_the_first_end_token():
+    text = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.write_file:0'
+            '<|tool_call_argument_begin|>{"path": "a}<|tool_call_end|><|tool_calls_section_end|>'
+            "Done.")
+    result = read(text)
+    assert calls(result) == [("write_file", {"path": "a"})] and result["content"] == "Done."
+    assert "json.unclosed_string" in result["calls"][0]["repairs"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from toolcodec.errors import INVALID_JSON, CodecError
-from toolcodec.formats import FormatRead, invoke
+from toolcodec.formats import FormatRead, invoke, quoted
 
 
 def _token(name: str) -> str:
@@ -21,8 +21,10 @@ def _token(name: str) -> str:
 
 
 _CALL_BEGIN = re.compile(_token("tool_call_begin"))
-_CALL_END = re.compile(_token("tool_call_end"))
 _SEP = re.compile(_token("tool_sep"))
+_CALL_TOKENS = tuple(f"<{bar}{name.replace('_', sep)}{bar}>" for bar in ("|", "\uff5c")
+                     for name in ("tool_call_begin", "tool_call_end") for sep in ("_", "\u2581"))
+_QUOTES = ('"',)
 _BLANK = re.compile(r"[ \t\r\n]*")
 _FENCE = re.compile(r"\A\s*```[ \t]*(?:json)?[ \t]*\r?\n?(.*?)(?:\r?\n)?[ \t]*```\s*\Z", re.S)
 
@@ -35,11 +37,11 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
         if begin is None:
             return _fail(f"expected <\uff5ctool\u2581call\u2581begin\uff5c>, found "
                          f"{body[pos:pos + 20]!r}", pos, body)
-        end = _CALL_END.search(body, begin.end())
-        stop = len(body) if end is None else end.start()
-        nxt = _CALL_BEGIN.search(body, begin.end(), stop)
-        if nxt is not None:
+        # a token inside a JSON string is the string's text
+        end = quoted.find(body, _CALL_TOKENS, _QUOTES, begin.end())
+        if end is not None and _CALL_BEGIN.fullmatch(end.group()):
             return _fail("a call is not ended before the next one begins", pos, body)
+        stop = len(body) if end is None else end.start()
         call = _call(body[begin.end():stop])
         if isinstance(call, str):
             return _fail(call, begin.start(), body)
