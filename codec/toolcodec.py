@@ -637,7 +637,7 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
         return deepseek.read_dsml(payload, closed=closed)
     module = {"glm": "glm", "kimi": "kimi", "deepseek": "deepseek", "mistral": "mistral",
               "invoke": "invoke", "apertus": "apertus", "gemma": "gemma", "step3": "step3",
-              "minicpm": "minicpm"}[reader]
+              "minicpm": "minicpm", "kimi_k3": "kimi_k3"}[reader]
     from importlib import import_module
 
     return import_module(f"toolcodec.formats.{module}").read(payload, closed=closed)

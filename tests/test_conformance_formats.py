@@ -170,3 +170,43 @@ def test_a_stray_quote_still_ends_at_the_first_end_token():
     result = read(text)
     assert calls(result) == [("write_file", {"path": "a"})] and result["content"] == "Done."
     assert "json.unclosed_string" in result["calls"][0]["repairs"]
+
+
+def k3_call(name: str, *args: tuple[str, str, str], index: int = 0) -> str:
+    inner = "".join(f'<|open|>argument key="{k}" type="{t}"<|sep|>{v}<|close|>argument<|sep|>'
+                    for k, t, v in args)
+    return f'<|open|>call tool="{name}" index="{index}"<|sep|>{inner}<|close|>call<|sep|>'
+
+
+# Kimi K3 (the template's open_tag/close_tag grammar as llama.cpp's kimi-k3 chat format and
+# SGLang's kimi_k3 parser read it): the prompt opens the think section
+def test_kimi_k3_typed_calls_with_its_framing():
+    text = ("I need Paris.<|close|>think<|sep|><|open|>response<|sep|>Checking.<|close|>response"
+            "<|sep|><|open|>tools<|sep|>"
+            + k3_call("get_weather", ("location", "string", 'Paris, "FR"'),
+                      ("days", "integer", "3"))
+            + k3_call("list_files", index=1)
+            + "<|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>")
+    result = read(text, "kimi_k3")
+    assert calls(result) == [("get_weather", {"location": 'Paris, "FR"', "days": 3}),
+                             ("list_files", {})]
+    assert (result["content"], result["reasoning"]) == ("Checking.", "I need Paris.")
+    assert {c["format"] for c in result["calls"]} == {"kimi_k3"}
+
+
+def test_kimi_k3_string_argument_keeps_json_looking_text_and_attributes_unescape():
+    text = ('<|open|>tools<|sep|><|open|>call tool="write_file" index="0"<|sep|>'
+            '<|open|>argument key="path" type="string"<|sep|>a&amp;b.md<|close|>argument<|sep|>'
+            '<|open|>argument key="content" type="string"<|sep|>{"x": 1}<|close|>argument<|sep|>'
+            "<|close|>call<|sep|><|close|>tools<|sep|>")
+    assert calls(read(text)) == [("write_file", {"path": "a&amp;b.md", "content": '{"x": 1}'})]
+    quoted_name = text.replace('tool="write_file"', 'tool="functions.write_file"')
+    assert calls(read(quoted_name))[0][0] == "write_file"
+
+
+def test_kimi_k3_cut_after_a_complete_argument_keeps_the_call_and_says_so():
+    text = ("<|open|>tools<|sep|>" + k3_call("get_weather", ("location", "string", "Oslo"))
+            .removesuffix("<|close|>call<|sep|>"))
+    result = read(text)
+    assert calls(result) == [("get_weather", {"location": "Oslo"})]
+    assert "format.missing_end" in result["calls"][0]["repairs"]

@@ -67,6 +67,9 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     MarkerFormat("kimi_k2", ("<|tool_call_begin|>",), ("<|tool_calls_section_end|>",
                                                        "<|tool_call_section_end|>"),
                  body="kimi", keep_opener=True, quotes=_JSON),
+    # Kimi K3: <|open|>tools<|sep|><|open|>call tool="…" index="…"<|sep|>…<|close|>tools<|sep|>
+    MarkerFormat("kimi_k3", ("<|open|>tools<|sep|>",), ("<|close|>tools<|sep|>",),
+                 body="kimi_k3"),
     MarkerFormat("deepseek", _deepseek("tool_calls_begin"), _deepseek("tool_calls_end"),
                  body="deepseek", quotes=_JSON),
     # "<|tool_call_begin|>" is also Kimi-K2's token: the codec reads a Kimi-shaped body as
