@@ -80,6 +80,8 @@ _JSON_OPENER = (r"(?P<json>[\[{][ \t\r\n]{0,16}(?:\{[ \t\r\n]{0,16})?"
                 r"\"(?:name|function|tool_calls|type|arguments|parameters)\"[ \t\r\n]{0,16}:)"
                 r"|(?P<fence>```[ \t]{0,8}(?:json|JSON|json5)?[ \t]{0,8}\r?\n)")
 _CLOSERS = {"tool_element": "</tool>", "function": "</function>"}
+_WRAPPER_CLOSE = "</tool_call>"
+STRAY_CLOSE_DROPPED = "xml.stray_close_dropped"
 _PARAM_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
 _ELEMENT_OPEN = regex.compile(r"<([A-Za-z_][\w.\-]{0,63})[ \t]{0,8}(/?)>")
 _BLANKS = re.compile(r"[ \t\r\n]*")
@@ -487,11 +489,31 @@ class Engine:
         close = text.find(closer, cur.scan)
         if close >= 0:
             end = close + len(closer)
-            return end, (end if cur.body_start == cur.start else close), True
+            body_end = end if cur.body_start == cur.start else close
+            if cur.kind == "function":  # Qwen3-Coder: a </tool_call> whose opener was lost
+                after = self._stray_wrapper_close(end, final)
+                if after is None:
+                    cur.scan = close
+                    return None
+                return after, body_end, True
+            return end, body_end, True
         if final:
             return len(text), len(text), False
         cur.scan = max(cur.body_start, len(text) - len(closer) + 1)
         return None
+
+    def _stray_wrapper_close(self, at: int, final: bool) -> int | None:
+        """Past a ``</tool_call>`` that follows a bare ``<function=…>`` call within
+        ``BODY_WS`` blanks (else ``at``; None: not known yet)."""
+        window = self.text[at:at + BODY_WS + len(_WRAPPER_CLOSE)]
+        stripped = window.lstrip()
+        blanks = len(window) - len(stripped)
+        if blanks <= BODY_WS and stripped.startswith(_WRAPPER_CLOSE):
+            return at + blanks + len(_WRAPPER_CLOSE)
+        cut = at + len(window) == len(self.text) and blanks <= BODY_WS
+        if not final and cut and _WRAPPER_CLOSE.startswith(stripped):
+            return None
+        return at
 
     def _tool_tag_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         """A tool tag ends at its matching close tag: a parameter named like the tool
@@ -727,6 +749,10 @@ class Engine:
                     errors: list[CodecError]) -> None:
         """Record a decoded block and emit its events."""
         self.asm.text = self.text
+        if block.fmt == "function" and block.end > block.body_end:  # the stray </tool_call>
+            for call in calls:
+                if STRAY_CLOSE_DROPPED not in call.repairs:
+                    call.repairs.append(STRAY_CLOSE_DROPPED)
         calls_before, errors_before = len(self.asm.calls), len(self.asm.errors)
         self.codec.apply_block(self.asm, index, block, calls, errors)
         for error in self.asm.errors[errors_before:]:

@@ -210,3 +210,17 @@ def test_kimi_k3_cut_after_a_complete_argument_keeps_the_call_and_says_so():
     result = read(text)
     assert calls(result) == [("get_weather", {"location": "Oslo"})]
     assert "format.missing_end" in result["calls"][0]["repairs"]
+
+
+# Qwen3-Coder (vLLM qwen3coder parser; bug reports of outputs that start at <function=…> and
+# still close the lost wrapper)
+def test_qwen_bare_function_then_a_stray_wrapper_close():
+    text = ("<function=get_weather>\n<parameter=location>\nOslo\n</parameter>\n</function>\n"
+            "</tool_call>\nDone.")
+    result = read(text)
+    assert calls(result) == [("get_weather", {"location": "Oslo"})]
+    assert result["content"] == "Done."
+    assert result["calls"][0]["repairs"] == ["xml.stray_close_dropped"]
+    # a </tool_call> further on, after prose, is prose
+    later = text.replace("</function>\n", "</function>\nok ")
+    assert read(later)["content"] == "ok </tool_call>\nDone."
