@@ -224,3 +224,27 @@ def test_qwen_bare_function_then_a_stray_wrapper_close():
     # a </tool_call> further on, after prose, is prose
     later = text.replace("</function>\n", "</function>\nok ")
     assert read(later)["content"] == "ok </tool_call>\nDone."
+
+
+def qwen(name: str, **params: str) -> str:
+    inner = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
+    return f"<tool_call>\n<function={name}>\n{inner}</function>\n</tool_call>"
+
+
+# Qwen3-Coder template layout: a value's structural closer is `\n</parameter>\n` followed by
+# the next parameter or </function>; agents that write docs put the markers in values
+def test_qwen_value_holding_its_own_markers():
+    for value in ("Close each value with </parameter> and open the next with <parameter=path>.",
+                  "Example:\n<parameter=path>\nx\n</parameter>\nend",
+                  "a </parameter>b</parameter> c"):
+        result = read(qwen("write_file", path="F.md", content=value) + "\nDone.")
+        assert calls(result) == [("write_file", {"path": "F.md", "content": value})], value
+        assert result["content"] == "Done."
+
+
+def test_qwen_unclosed_parameter_still_closes_at_the_next_one():
+    text = ("<tool_call>\n<function=get_weather>\n<parameter=location>\nOslo\n"
+            "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
+    result = read(text)
+    assert calls(result) == [("get_weather", {"location": "Oslo", "days": 3})]
+    assert result["calls"][0]["repairs"] == ["xml.balance_tags"]
