@@ -91,6 +91,7 @@ _BARE_NAME = re.compile(r"<?([^ \t\r\n:]+)")
 # a call, not making it.
 _TAG_ROWS = {f.openers[0][1:-1]: f for f in REASONING_FORMATS if f.tag}
 _TOOL_CALL_EDGE = re.compile(r"</?tool_call>")
+_ARG_VALUE, _ARG_VALUE_END = "<arg_value>", "</arg_value>"  # GLM's value tags
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
@@ -198,6 +199,8 @@ class _Open:
     vscan: int = -1  # open-ended marker: where the scan of its values resumes
     value_ended: bool = False  # open-ended marker: vscan is just past a complete value
     element: str = ""  # bare call: the parameter element being read
+    values_open: int = 0  # tool_call: GLM <arg_value> tags open before ``counted``
+    counted: int = -1
 
 
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
@@ -703,7 +706,7 @@ class Engine:
 
     def _tool_call_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         text = self.text
-        if not cur.json_aware:
+        while not cur.json_aware:
             m = _TOOL_CALL_EDGE.search(text, cur.scan)
             if m is None:
                 if final:
@@ -711,6 +714,19 @@ class Engine:
                 cur.scan = max(cur.body_start, len(text) - 11)
                 return None
             body = text[cur.body_start:m.start()]
+            counted = max(cur.body_start, cur.counted)  # GLM value tags counted once each
+            cur.values_open += (text.count(_ARG_VALUE, counted, m.start())
+                                - text.count(_ARG_VALUE_END, counted, m.start()))
+            cur.counted = m.start()
+            if cur.values_open > 0:  # GLM: the tag is inside an <arg_value>
+                close = text.find(_ARG_VALUE_END, max(m.end(), cur.vscan))
+                if close >= 0:
+                    cur.scan = cur.counted = close + len(_ARG_VALUE_END)
+                    cur.values_open -= 1
+                    continue
+                if not final:  # the value's end decides; until then the tag may be text
+                    cur.scan, cur.vscan = m.start(), max(m.end(), len(text) - 11)
+                    return None
             if not (body.lstrip()[:1] in ("{", "[")
                     and (body.count('"') - body.count('\\"')) % 2):
                 closed = m.group() == "</tool_call>"

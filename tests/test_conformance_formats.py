@@ -248,3 +248,21 @@ def test_qwen_unclosed_parameter_still_closes_at_the_next_one():
     result = read(text)
     assert calls(result) == [("get_weather", {"location": "Oslo", "days": 3})]
     assert result["calls"][0]["repairs"] == ["xml.balance_tags"]
+
+
+# GLM-4.5 / 4.6 template (vLLM glm4_moe parser tests): a value about the format
+def test_glm_value_holding_tool_call_tags():
+    for value in ("wrap calls in <tool_call> tags", "end with </tool_call> always",
+                  "<tool_call>x</tool_call>"):
+        text = (f"<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>t.md</arg_value>\n"
+                f"<arg_key>content</arg_key>\n<arg_value>{value}</arg_value>\n</tool_call>Done.")
+        result = read(text)
+        assert calls(result) == [("write_file", {"path": "t.md", "content": value})], value
+        assert result["content"] == "Done."
+
+
+def test_glm_value_never_closed_ends_at_the_next_call():
+    text = ("<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>t.md\n"
+            "<tool_call>list_files\n</tool_call>")
+    result = read(text)
+    assert ("list_files", {}) in calls(result)
