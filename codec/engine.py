@@ -605,11 +605,17 @@ class Engine:
         if fmt.open_ended:  # no end token: the block ends where its last call's value does
             if cur.vscan < 0:
                 cur.vscan = cur.scan
-            end = self._values_end(cur, len(self.text) if m is None else m.start(), final)
-            if end == -1:
-                return None
-            if end is not None:
-                return end, end, True
+            while True:
+                end = self._values_end(cur, len(self.text) if m is None else m.start(), final)
+                if end == -1:
+                    return None
+                if end is not None:
+                    return end, end, True
+                if m is None or not (fmt.quotes and cur.quote):
+                    break
+                # the token sits inside a value's string: text, not the next call
+                cur.scan = m.end()
+                m = self.codec._openers.ends[cur.tag].search(self.text, cur.scan)
         if m is not None:
             closer = m.group() in fmt.closers
             return (m.end() if closer else m.start()), m.start(), True

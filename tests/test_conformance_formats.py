@@ -266,3 +266,24 @@ def test_glm_value_never_closed_ends_at_the_next_call():
             "<tool_call>list_files\n</tool_call>")
     result = read(text)
     assert ("list_files", {}) in calls(result)
+
+
+# Mistral tokenizer v11+ ([TOOL_CALLS]NAME[ARGS]{…}; vLLM mistral tool parser tests)
+def test_mistral_value_holding_its_own_marker():
+    value = "prefix [TOOL_CALLS] then get_weather[ARGS]{}"
+    text = ('[TOOL_CALLS]write_file[ARGS]{"path": "m.md", "content": "' + value + '"}'
+            '[TOOL_CALLS]get_weather[ARGS]{"location": "Oslo"}')
+    result = read(text)
+    assert calls(result) == [("write_file", {"path": "m.md", "content": value}),
+                             ("get_weather", {"location": "Oslo"})]
+    assert result["content"] == ""
+
+
+def test_mistral_call_id_and_reasoning():
+    text = ('[THINK]Two cities.[/THINK][TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]'
+            '{"location": "Paris"}[TOOL_CALLS]get_weather[CALL_ID]z9y8x7w6v[ARGS]'
+            '{"location": "Oslo", "days": 3}')
+    result = read(text)
+    assert calls(result) == [("get_weather", {"location": "Paris"}),
+                             ("get_weather", {"location": "Oslo", "days": 3})]
+    assert result["reasoning"] == "Two cities."

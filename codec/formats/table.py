@@ -81,7 +81,7 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     # and " calls" (a blank after the bar)
     MarkerFormat("deepseek_dsml", _dsml(""), _dsml("/"), body="dsml"),
     MarkerFormat("mistral", ("[TOOL_CALLS]",), body="mistral", next_opener_ends=True,
-                 open_ended=True),
+                 open_ended=True, quotes=_JSON),
     MarkerFormat("harmony", tuple(f"{end}{start}<|channel|>{channel} to=" for end in ("", "<|end|>")
                                   for start in ("", "<|start|>assistant")
                                   for channel in ("commentary", "analysis"))
