@@ -155,6 +155,14 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
                    {name: frozenset(params) for name, params in (parameters or {}).items()})
 
 
+@lru_cache(maxsize=16)
+def _prefill_calls(row: Any) -> Any:
+    """The call openers that end a row's prompt-opened reasoning, each on a line of its
+    own."""
+    alt = "|".join(regex.escape(o) for o, _ in row.calls_end_prefill)
+    return regex.compile(rf"(?:(?<![\s\S])|\n)[ \t]{{0,16}}(?P<call>{alt})")
+
+
 def _bare_openers(names: list[str], parameters: dict[str, list[str]]) -> str:
     """``NAME`` (or ``NAME:``, or an opening tag never closed, ``<NAME``) alone on its line,
     then, on the next, the tag of one of that tool's own parameters: how some models write a
@@ -201,6 +209,8 @@ class _Open:
     element: str = ""  # bare call: the parameter element being read
     values_open: int = 0  # tool_call: GLM <arg_value> tags open before ``counted``
     counted: int = -1
+    call_body: bool = False  # think: the call candidate at ``lead`` has a body
+    call_scan: int = 0  # think: where the search for the candidate's closer resumes
 
 
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
@@ -444,31 +454,89 @@ class Engine:
         return True
 
     def _think(self, cur: _Open, final: bool) -> bool:
-        """Reasoning (or an answer channel) up to its row's closer, sent as it comes."""
+        """Reasoning (or an answer channel) up to its row's closer, sent as it comes. In
+        reasoning the prompt opened, a call on a line of its own that no closer follows ends
+        it (``ReasoningFormat.calls_end_prefill``)."""
         row = BY_OPENER[cur.tag or "<think>"]
-        text, close, closer = self.text, -1, ""
+        text = self.text
+        while cur.lead is not None:  # a call candidate inside prompt-opened reasoning
+            real = self._call_in_reasoning(cur, row, final)
+            if real is None:
+                return False
+            if real:
+                return self._end_reasoning(cur, row, cur.lead, cur.lead, False)
+            cur.lead = None  # drafted while thinking: reasoning goes on past it
+        close, closer = -1, ""
         for token in row.closers:
             at = text.find(token, cur.scan)
             if at >= 0 and (close < 0 or at < close):
                 close, closer = at, token
+        if row.calls_end_prefill and cur.body_start == cur.start:
+            m = _prefill_calls(row).search(text, cur.scan, len(text) if close < 0 else close,
+                                           partial=not final)
+            if m is not None and not m.partial:
+                self._reasoning(cur, row.kind, m.start())
+                cur.lead, cur.vscan = m.start(), m.end()
+                return True
+            if m is not None and close >= 0:  # a call's opener cut by the closer: text
+                m = None
         if close < 0 and not final:
             longest = max(map(len, row.closers))
-            cur.scan = max(cur.body_start, len(text) - longest + 1)
+            cur.scan = max(cur.scan, cur.body_start, len(text) - longest + 1)
+            if row.calls_end_prefill and cur.body_start == cur.start and m is not None:
+                cur.scan = min(cur.scan, m.start())  # perhaps a call's opener: wait
             self._reasoning(cur, row.kind, cur.scan)
             return False
-        end = len(text) if close < 0 else close + len(closer)
-        body_end = len(text) if close < 0 else close
+        if close < 0:
+            return self._end_reasoning(cur, row, len(text), len(text), False)
+        return self._end_reasoning(cur, row, close + len(closer), close, True)
+
+    def _end_reasoning(self, cur: _Open, row: Any, end: int, body_end: int,
+                       closed: bool) -> bool:
         self._reasoning(cur, row.kind, body_end)
         if row.kind == "reasoning":
             self.asm.add_reasoning(Block("think", cur.start, end, cur.body_start, body_end,
-                                         close >= 0))
+                                         closed))
         else:  # an answer channel: its text is content, its tokens framing
             self.asm.add_tokens(cur.start, cur.body_start)
-            if close >= 0:
-                self.asm.add_tokens(close, end)
+            if closed:
+                self.asm.add_tokens(body_end, end)
         self.current = None
         self.pos = end
         self.tries = self.depth = 0
+        return True
+
+    def _call_in_reasoning(self, cur: _Open, row: Any, final: bool) -> bool | None:
+        """Whether the call opener at ``cur.lead`` makes a call (None: not known yet): a body
+        follows it, and its closer is not followed by the reasoning's closer (within
+        ``BODY_WS`` blanks: then the model drafted the call while thinking)."""
+        text, opener_end = self.text, cur.vscan
+        m = _prefill_calls(row).match(text, cur.lead)
+        closer = dict(row.calls_end_prefill)[m.group("call")]
+        if not cur.call_body:  # the body's start not checked yet
+            follows = self._body_check(opener_end, final)
+            if follows is None:
+                return None
+            if not follows:
+                cur.scan = opener_end
+                return False
+            cur.call_body, cur.call_scan = True, opener_end
+        at = text.find(closer, cur.call_scan)
+        if at < 0:
+            if final:
+                return True  # cut inside the call: a call all the same
+            cur.call_scan = max(opener_end, len(text) - len(closer) + 1)
+            return None
+        after = at + len(closer)
+        window = text[after:after + BODY_WS + 16]
+        stripped = window.lstrip()
+        if len(window) - len(stripped) <= BODY_WS and stripped.startswith(row.closers):
+            cur.call_body, cur.scan = False, after
+            return False
+        if not final and after + len(window) == len(text) and (
+                not stripped or any(c.startswith(stripped) for c in row.closers)):
+            return None
+        cur.call_body = False
         return True
 
     def _reasoning(self, cur: _Open, kind: str, upto: int) -> None:

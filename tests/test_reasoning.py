@@ -91,3 +91,33 @@ def test_a_job_names_the_family_of_its_reasoning_prefill():
     bad = run_job({**job, "payload": {**job["payload"], "options": {
         "starts_in_reasoning": "[/THINK]"}}})
     assert bad["error"]["field"] == "payload.options.starts_in_reasoning"
+
+
+QWEN_CALL = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+             "</function>\n</tool_call>")
+
+
+@pytest.mark.parametrize("text, reasoning, content, n_calls", [
+    # llama.cpp #23678 / #24202: Qwen3.5 calls without closing the prompt's <think>
+    ("Paris weather, then answer.\n\n" + QWEN_CALL, "Paris weather, then answer.", "", 1),
+    (QWEN_CALL, "", "", 1),
+    # a call drafted while thinking, then the closer: reasoning, and the real call after it
+    ("Draft:\n" + QWEN_CALL + "\n</think>\n\n" + QWEN_CALL, "Draft:\n" + QWEN_CALL, "", 1),
+    # named mid-line, or without a body: prose of the reasoning
+    ("I will use <tool_call> soon.</think>Done.", "I will use <tool_call> soon.", "Done.", 0),
+    ("Maybe\n<tool_call> is the tag.</think>Done.", "Maybe\n<tool_call> is the tag.", "Done.",
+     0),
+    # cut inside the call: a call all the same (the codec says it was cut)
+    ("Go.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis", "Go.", "", 1),
+])
+def test_a_call_ends_prompt_opened_reasoning_unless_drafted(text, reasoning, content,
+                                                            n_calls):
+    result = decoded(text, True)
+    assert (result["reasoning"], result["content"], len(result["calls"])) == (
+        reasoning, content, n_calls)
+    every_chunking(text, True)
+
+
+def test_a_call_inside_a_think_the_model_opened_stays_reasoning():
+    result = decoded("<think>Plan:\n" + QWEN_CALL + "\nmore</think>Done.")
+    assert result["calls"] == [] and result["content"] == "Done."

@@ -25,7 +25,11 @@ class ReasoningFormat:
     ``openers`` are the literal tokens that open the block (the first is the one a generation
     prompt writes); with ``tag``, an opener ``<NAME>`` may also be written with blanks before
     its ``>``. ``closers`` end it; with none found the block runs to the end of the output
-    (a reasoning cut off by the length limit is still reasoning).
+    (a reasoning cut off by the length limit is still reasoning). ``calls_end_prefill``: in
+    reasoning the prompt opened, one of these call openers on a line of its own, with a body
+    after it and no reasoning closer right after its own closer, ends the reasoning (Qwen3.5
+    may call without closing its ``<think>``); drafted calls (followed by the closer) stay
+    reasoning.
     """
 
     id: str
@@ -33,6 +37,9 @@ class ReasoningFormat:
     closers: tuple[str, ...]
     kind: str = "reasoning"  # "reasoning" | "content"
     tag: bool = False
+    # (opener, closer) of calls that end this reasoning when the prompt opened it and the
+    # model wrote a call on its own line without closing it first (Qwen3.5)
+    calls_end_prefill: tuple[tuple[str, str], ...] = ()
 
 
 # gpt-oss writes each message as [<|end|>][<|start|>assistant]<|channel|>NAME<|message|>.
@@ -49,7 +56,8 @@ def _k3_close(name: str) -> str:
 
 
 REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
-    ReasoningFormat("think", ("<think>",), ("</think>",), tag=True),
+    ReasoningFormat("think", ("<think>",), ("</think>",), tag=True,
+                    calls_end_prefill=(("<tool_call>", "</tool_call>"),)),
     ReasoningFormat("seed_oss", ("<seed:think>",), ("</seed:think>",), tag=True),
     # Mistral's tokenizer v13 (Magistral): [THINK]…[/THINK]
     ReasoningFormat("mistral", ("[THINK]",), ("[/THINK]",)),
