@@ -91,7 +91,10 @@ _BARE_NAME = re.compile(r"<?([^ \t\r\n:]+)")
 # a call, not making it.
 _TAG_ROWS = {f.openers[0][1:-1]: f for f in REASONING_FORMATS if f.tag}
 _TOOL_CALL_EDGE = re.compile(r"</?tool_call>")
-_ARG_VALUE, _ARG_VALUE_END = "<arg_value>", "</arg_value>"  # GLM's value tags
+# The value tags of GLM (<arg_value>) and Qwen XML (<parameter=…>): a <tool_call> or
+# </tool_call> between them is the value's text.
+_VALUE_OPEN = re.compile(r"<arg_value>|<parameter=")
+_VALUE_CLOSE = re.compile(r"</arg_value>|</parameter>")
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
@@ -788,14 +791,15 @@ class Engine:
                 cur.scan = max(cur.body_start, len(text) - 11)
                 return None
             body = text[cur.body_start:m.start()]
-            counted = max(cur.body_start, cur.counted)  # GLM value tags counted once each
-            cur.values_open += (text.count(_ARG_VALUE, counted, m.start())
-                                - text.count(_ARG_VALUE_END, counted, m.start()))
+            counted = max(cur.body_start, cur.counted)  # value tags counted once each
+            cur.values_open += (sum(1 for _ in _VALUE_OPEN.finditer(text, counted, m.start()))
+                                - sum(1 for _ in _VALUE_CLOSE.finditer(text, counted,
+                                                                       m.start())))
             cur.counted = m.start()
-            if cur.values_open > 0:  # GLM: the tag is inside an <arg_value>
-                close = text.find(_ARG_VALUE_END, max(m.end(), cur.vscan))
-                if close >= 0:
-                    cur.scan = cur.counted = close + len(_ARG_VALUE_END)
+            if cur.values_open > 0:  # the tag is inside a GLM or Qwen value: text
+                close = _VALUE_CLOSE.search(text, max(m.end(), cur.vscan))
+                if close is not None:
+                    cur.scan = cur.counted = close.end()
                     cur.values_open -= 1
                     continue
                 if not final:  # the value's end decides; until then the tag may be text

@@ -287,3 +287,10 @@ def test_mistral_call_id_and_reasoning():
     assert calls(result) == [("get_weather", {"location": "Paris"}),
                              ("get_weather", {"location": "Oslo", "days": 3})]
     assert result["reasoning"] == "Two cities."
+
+
+def test_qwen_value_holding_tool_call_tags():
+    value = "wrap calls in <tool_call> and </tool_call> tags"
+    result = read(qwen("write_file", path="T.md", content=value) + "\nDone.")
+    assert calls(result) == [("write_file", {"path": "T.md", "content": value})]
+    assert result["content"] == "Done."
