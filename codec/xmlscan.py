@@ -563,7 +563,13 @@ class _Scanner:
         or an opening of the same name comes before any close tag and that close is its own
         first one: then ``el`` was never closed, and the opening starts a sibling)."""
         text, closes = self.text, _close_re(el.name)
-        for seen, close in enumerate(closes.finditer(text, pos)):
+        first = self.next_close.get(el.name, False)
+        if first is False or (first is not None and first.start() < pos):
+            first = closes.search(text, pos)  # cached: no close ahead costs one pass
+            self.next_close[el.name] = first
+        if first is None:
+            return -1
+        for seen, close in enumerate(closes.finditer(text, first.start())):
             after = _WS_RE.match(text, close.end()).end()
             if after == len(text) or text.startswith(self.opts.value_followers, after):
                 break
