@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from toolcodec.toolcodec import ToolCallCodec
 
 from tests.test_stream import check, chunkings
@@ -294,3 +296,37 @@ def test_qwen_value_holding_tool_call_tags():
     result = read(qwen("write_file", path="T.md", content=value) + "\nDone.")
     assert calls(result) == [("write_file", {"path": "T.md", "content": value})]
     assert result["content"] == "Done."
+
+
+# Pieces of the formats above, for generated outputs: markers inside and outside strings and
+# values, reasoning openers and closers of every row, framing.
+PIECES = [
+    "Sure. ", "\n", " ", '"', "\\", "{", "}", "[", "]", ",", ":", "ok", '"x"', '{"path": "a"}',
+    "[THINK]", "[/THINK]", "<think>", "</think>", "<|channel>thought", "<channel|>",
+    "<|open|>think<|sep|>", "<|close|>think<|sep|>", "<|open|>response<|sep|>",
+    "<|close|>response<|sep|>", "<|close|>message<|sep|>", "<|end_of_msg|>",
+    "<|open|>tools<|sep|>", "<|close|>tools<|sep|>", k3_call("list_files"),
+    k3_call("get_weather", ("location", "string", "Oslo")), "<|open|>argument", '"<|sep|>',
+    dsml("tool_calls", invoke("get_weather", ("location", "Oslo", "true"))),
+    f"<{BAR}DSML{BAR} calls>", f"</{BAR}DSML{BAR} calls>", f'<{BAR}DSML{BAR}invoke name="x"/>',
+    " to=functions.get_weather", "<|channel|>commentary", " <|constrain|>json", "<|message|>",
+    "<|call|>", "<|channel|>final<|message|>", "<|channel|>analysis<|message|>", "<|end|>",
+    "<|start|>assistant", "<|return|>",
+    "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+    "functions.write_file:0<|tool_call_argument_begin|>", "<|tool_call_end|>",
+    "<|tool_call>", "<tool_call|>", "call:list_files{", '<|"|>', "call:write_file{path:",
+    "[TOOL_CALLS]", "write_file[ARGS]", "[CALL_ID]ab12", "<tool_call>", "</tool_call>",
+    "<function=write_file>", "<parameter=path>", "\na.md\n", "</parameter>", "</function>",
+    "write_file\n", "<arg_key>path</arg_key>", "<arg_value>", "</arg_value>",
+]
+
+
+@given(st.lists(st.sampled_from(PIECES), max_size=30),
+       st.sampled_from([False, True, "mistral", "gemma4", "kimi_k3", "harmony"]),
+       st.randoms(use_true_random=False))
+@settings(max_examples=300, deadline=None)
+def test_stream_equals_batch_on_generated_outputs(pieces, prefill, rng):
+    text = "".join(pieces)
+    c = ToolCallCodec(TOOLS, starts_in_reasoning=prefill)
+    for parts in chunkings(text, rng)[1:]:
+        check(c, text, parts)
