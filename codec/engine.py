@@ -128,10 +128,12 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
     parts.append(rf"<(?P<reason_tag>{tags})[ \t\r\n]{{0,8}}>")
     if fixed:
         parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
-    tokens = sorted((t for t, f in BY_OPENER.items() if not f.tag), key=len, reverse=True)
+    tokens = sorted((t for t, f in BY_OPENER.items()
+                     if not f.tag and (not f.format or on(f.format))), key=len, reverse=True)
     parts.append("(?P<reason_token>" + "|".join(regex.escape(t) for t in tokens) + ")")
-    parts.append("(?P<framing>" + "|".join(
-        regex.escape(t) for t in sorted(FRAMING, key=len, reverse=True)) + ")")
+    framing = sorted((t for t, fmt in FRAMING.items() if on(fmt)), key=len, reverse=True)
+    if framing:
+        parts.append("(?P<framing>" + "|".join(regex.escape(t) for t in framing) + ")")
     if on("qwen_xml"):
         parts.append(r"<(?P<function>function=)")
     if on("json"):
@@ -210,7 +212,7 @@ class _Open:
     vscan: int = -1  # open-ended marker: where the scan of its values resumes
     value_ended: bool = False  # open-ended marker: vscan is just past a complete value
     element: str = ""  # bare call: the parameter element being read
-    values_open: int = 0  # tool_call: GLM <arg_value> tags open before ``counted``
+    values_open: int = 0  # tool_call: GLM / Qwen value tags open before ``counted``
     counted: int = -1
     call_body: bool = False  # think: the call candidate at ``lead`` has a body
     call_scan: int = 0  # think: where the search for the candidate's closer resumes

@@ -121,3 +121,10 @@ def test_a_call_ends_prompt_opened_reasoning_unless_drafted(text, reasoning, con
 def test_a_call_inside_a_think_the_model_opened_stays_reasoning():
     result = decoded("<think>Plan:\n" + QWEN_CALL + "\nmore</think>Done.")
     assert result["calls"] == [] and result["content"] == "Done."
+
+
+def test_rows_of_a_call_format_are_read_only_with_that_format():
+    text = "<|channel|>analysis<|message|>Easy.<|end|><|channel|>final<|message|>4<|return|>"
+    assert ToolCallCodec(TOOLS, formats=["harmony"]).decode(text).reasoning == "Easy."
+    other = ToolCallCodec(TOOLS, formats=["hermes"]).decode(text)
+    assert other.reasoning is None and "<|channel|>analysis" in other.content

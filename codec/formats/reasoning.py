@@ -10,7 +10,8 @@ A row's ``kind`` says what its body is:
   a call (gpt-oss's ``final`` channel);
 
 ``FRAMING`` lists tokens that are structure only (a harmony message header, Kimi K3's response
-and message tags): neither content nor calls.
+and message tags): neither content nor calls. Rows and framing of a call format (``harmony``,
+``kimi_k3``) are read only when that format is enabled (``formats=``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class ReasoningFormat:
     # (opener, closer) of calls that end this reasoning when the prompt opened it and the
     # model wrote a call on its own line without closing it first (Qwen3.5)
     calls_end_prefill: tuple[tuple[str, str], ...] = ()
+    # the call format this row belongs to: read only when that format is (all rows without)
+    format: str = ""
 
 
 # gpt-oss writes each message as [<|end|>][<|start|>assistant]<|channel|>NAME<|message|>.
@@ -62,19 +65,20 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
     # Mistral's tokenizer v13 (Magistral): [THINK]…[/THINK]
     ReasoningFormat("mistral", ("[THINK]",), ("[/THINK]",)),
     ReasoningFormat("harmony", tuple(h + "analysis<|message|>" for h in _HARMONY_HEADS),
-                    ("<|end|>",)),
+                    ("<|end|>",), format="harmony"),
     ReasoningFormat("harmony_final", tuple(h + "final<|message|>" for h in _HARMONY_HEADS),
-                    ("<|return|>", "<|end|>"), kind="content"),
+                    ("<|return|>", "<|end|>"), kind="content", format="harmony"),
     ReasoningFormat("apertus", ("<|inner_prefix|>",), ("<|inner_suffix|>",)),
     ReasoningFormat("gemma4", ("<|channel>thought",), ("<channel|>",)),
     ReasoningFormat("kimi_k3", (_k3_open("think"),), (_k3_close("think"),)),
 )
 
-# Structure that is neither content nor a call.
-FRAMING: tuple[str, ...] = (
-    tuple(h + "commentary<|message|>" for h in _HARMONY_HEADS)
-    + (_k3_open("response"), _k3_close("response"), _k3_close("message"), "<|end_of_msg|>")
-)
+# Structure that is neither content nor a call, and the call format it belongs to.
+FRAMING: dict[str, str] = {
+    **{h + "commentary<|message|>": "harmony" for h in _HARMONY_HEADS},
+    **{t: "kimi_k3" for t in (_k3_open("response"), _k3_close("response"),
+                              _k3_close("message"), "<|end_of_msg|>")},
+}
 
 BY_ID = {f.id: f for f in REASONING_FORMATS}
 BY_OPENER = {opener: f for f in REASONING_FORMATS for opener in f.openers}
