@@ -204,7 +204,7 @@ class _Open:
     body_start: int
     scan: int  # where the search for the end resumes
     tag: str | None = None
-    lead: int | None = None  # start of a call marker held before a JSON candidate
+    lead: int | None = None  # start of a call marker before a JSON candidate (think: of a call)
     json_aware: bool = False
     depth: int = 0
     quote: str = ""  # json, pycall: the quote of the string the scan is in
