@@ -160,12 +160,40 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
                    {name: frozenset(params) for name, params in (parameters or {}).items()})
 
 
-@lru_cache(maxsize=16)
-def _prefill_calls(row: Any) -> Any:
-    """The call openers that end a row's prompt-opened reasoning, each on a line of its
-    own."""
-    alt = "|".join(regex.escape(o) for o, _ in row.calls_end_prefill)
-    return regex.compile(rf"(?:(?<![\s\S])|\n)[ \t]{{0,16}}(?P<call>{alt})")
+def _line_call(text: str, start: int, stop: int, openers: tuple[str, ...],
+               first: int) -> tuple[int, int] | None:
+    """The first of ``openers`` in ``text[start:stop]`` on a line of its own (past at most 16
+    blanks after a line break, or after ``first``, where the text starts): where its line
+    break is, and where the opener ends."""
+    best = None
+    for opener in openers:
+        i = text.find(opener, start, stop)
+        while i >= 0:
+            j = i
+            while j > first and i - j < 16 and text[j - 1] in " \t":
+                j -= 1
+            if j == first or text[j - 1] == "\n":
+                at = max(start, j - (j > first))
+                if best is None or at < best[0]:
+                    best = (at, i + len(opener))
+                break
+            i = text.find(opener, i + 1, stop)
+    return best
+
+
+def _line_call_tail(text: str, start: int, openers: tuple[str, ...], first: int) -> int | None:
+    """Where a line that may still become one of ``openers`` on its own starts, at the end
+    of ``text`` (its line break, or ``first``)."""
+    low = max(start, len(text) - max(map(len, openers)) - 17)
+    line = text.rfind("\n", low)
+    at = line if line >= 0 else (first if first >= low else -1)
+    if at < 0:
+        return None
+    rest = text[at + (line >= 0):]
+    head = rest.lstrip(" \t")
+    if len(rest) - len(head) <= 16 and any(o.startswith(head) for o in openers):
+        return at
+    return None
 
 
 def _bare_openers(names: list[str], parameters: dict[str, list[str]]) -> str:
@@ -476,20 +504,22 @@ class Engine:
             at = text.find(token, cur.scan)
             if at >= 0 and (close < 0 or at < close):
                 close, closer = at, token
+        hold = None
         if row.calls_end_prefill and cur.body_start == cur.start:
-            m = _prefill_calls(row).search(text, cur.scan, len(text) if close < 0 else close,
-                                           partial=not final)
-            if m is not None and not m.partial:
-                self._reasoning(cur, row.kind, m.start())
-                cur.lead, cur.vscan = m.start(), m.end()
+            openers = tuple(o for o, _ in row.calls_end_prefill)
+            found = _line_call(text, cur.scan, len(text) if close < 0 else close, openers,
+                               cur.body_start)
+            if found is not None:
+                self._reasoning(cur, row.kind, found[0])
+                cur.lead, cur.vscan = found
                 return True
-            if m is not None and close >= 0:  # a call's opener cut by the closer: text
-                m = None
+            if close < 0 and not final:
+                hold = _line_call_tail(text, cur.scan, openers, cur.body_start)
         if close < 0 and not final:
             longest = max(map(len, row.closers))
             cur.scan = max(cur.scan, cur.body_start, len(text) - longest + 1)
-            if row.calls_end_prefill and cur.body_start == cur.start and m is not None:
-                cur.scan = min(cur.scan, m.start())  # perhaps a call's opener: wait
+            if hold is not None:
+                cur.scan = min(cur.scan, hold)  # perhaps a call's opener: wait
             self._reasoning(cur, row.kind, cur.scan)
             return False
         if close < 0:
@@ -516,8 +546,8 @@ class Engine:
         follows it, and its closer is not followed by the reasoning's closer (within
         ``BODY_WS`` blanks: then the model drafted the call while thinking)."""
         text, opener_end = self.text, cur.vscan
-        m = _prefill_calls(row).match(text, cur.lead)
-        closer = dict(row.calls_end_prefill)[m.group("call")]
+        closer = next(c for o, c in row.calls_end_prefill
+                      if text.startswith(o, opener_end - len(o)))
         if not cur.call_body:  # the body's start not checked yet
             follows = self._body_check(opener_end, final)
             if follows is None:
@@ -715,9 +745,8 @@ class Engine:
                         return len(text), len(text), False
                     closer = m.group() in fmt.closers
                     return (m.end() if closer else m.start()), m.start(), True
-                if at < 0:  # -2: an escape at the end; wait for the next character
-                    cur.scan = len(text) - 1 if at == -2 else max(
-                        cur.scan, len(text) - len(cur.quote) + 1)
+                if at < 0:  # the string goes on past the text so far
+                    cur.scan = max(cur.scan, len(text) - len(cur.quote) + 1)
                     return None
                 cur.quote, cur.scan = "", at
             m = pattern.search(text, cur.scan)

@@ -330,3 +330,12 @@ def test_stream_equals_batch_on_generated_outputs(pieces, prefill, rng):
     c = ToolCallCodec(TOOLS, starts_in_reasoning=prefill)
     for parts in chunkings(text, rng)[1:]:
         check(c, text, parts)
+
+
+def test_escaped_quotes_in_a_json_string_keep_the_string_open():
+    for content in ('say \\" <|tool_call_end|> then', 'ends with a backslash \\\\'):
+        args = '{"path": "a", "content": "' + content + '"}'
+        result = read(kimi(args) + "After.")
+        expected = content.replace('\\"', '"').replace("\\\\", "\\")
+        assert calls(result) == [("write_file", {"path": "a", "content": expected})], content
+        assert result["content"] == "After."

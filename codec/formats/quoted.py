@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-_JSON_STRING_STOP = re.compile(r'["\\]')
-
 
 @lru_cache(maxsize=64)
 def scanner(tokens: tuple[str, ...], quotes: tuple[str, ...]) -> re.Pattern[str]:
@@ -23,17 +21,19 @@ def scanner(tokens: tuple[str, ...], quotes: tuple[str, ...]) -> re.Pattern[str]
 
 def string_end(text: str, quote: str, pos: int) -> int:
     """Where the string opened by ``quote`` before ``pos`` ends (just past its closing quote),
-    or -1 when the text ends first (-2: it ends on an escape, so the next character is not
-    known yet)."""
+    or -1 when the text ends first. A JSON ``"`` preceded by an odd run of backslashes is
+    escaped (the run is counted backwards, so a search may resume anywhere inside the
+    string)."""
     if quote != '"':
         at = text.find(quote, pos)
         return -1 if at < 0 else at + len(quote)
-    while (m := _JSON_STRING_STOP.search(text, pos)) is not None:
-        if m.group() == '"':
-            return m.end()
-        if m.end() >= len(text):
-            return -2
-        pos = m.end() + 1
+    while (at := text.find('"', pos)) >= 0:
+        run = at
+        while run > 0 and text[run - 1] == "\\":
+            run -= 1
+        if (at - run) % 2 == 0:
+            return at + 1
+        pos = at + 1
     return -1
 
 
