@@ -244,6 +244,7 @@ class _Open:
     counted: int = -1
     call_body: bool = False  # think: the call candidate at ``lead`` has a body
     call_scan: int = 0  # think: where the search for the candidate's closer resumes
+    row: Any = None  # think: its row of the reasoning table
 
 
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
@@ -490,7 +491,8 @@ class Engine:
         """Reasoning (or an answer channel) up to its row's closer, sent as it comes. In
         reasoning the prompt opened, a call on a line of its own that no closer follows ends
         it (``ReasoningFormat.calls_end_prefill``)."""
-        row = BY_OPENER[cur.tag or "<think>"]
+        row = cur.row or BY_OPENER[cur.tag or "<think>"]
+        cur.row = row
         text = self.text
         while cur.lead is not None:  # a call candidate inside prompt-opened reasoning
             real = self._call_in_reasoning(cur, row, final)
@@ -505,8 +507,9 @@ class Engine:
             if at >= 0 and (close < 0 or at < close):
                 close, closer = at, token
         hold = None
-        if row.calls_end_prefill and cur.body_start == cur.start:
-            openers = tuple(o for o, _ in row.calls_end_prefill)
+        if (row.call_openers and cur.body_start == cur.start
+                and (text.find("<", cur.scan) >= 0 or text.find("\n", cur.scan) >= 0)):
+            openers = row.call_openers
             found = _line_call(text, cur.scan, len(text) if close < 0 else close, openers,
                                cur.body_start)
             if found is not None:
@@ -516,8 +519,7 @@ class Engine:
             if close < 0 and not final:
                 hold = _line_call_tail(text, cur.scan, openers, cur.body_start)
         if close < 0 and not final:
-            longest = max(map(len, row.closers))
-            cur.scan = max(cur.scan, cur.body_start, len(text) - longest + 1)
+            cur.scan = max(cur.scan, cur.body_start, len(text) - row.longest + 1)
             if hold is not None:
                 cur.scan = min(cur.scan, hold)  # perhaps a call's opener: wait
             self._reasoning(cur, row.kind, cur.scan)

@@ -16,7 +16,7 @@ and message tags): neither content nor calls. Rows and framing of a call format 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,13 @@ class ReasoningFormat:
     calls_end_prefill: tuple[tuple[str, str], ...] = ()
     # the call format this row belongs to: read only when that format is (all rows without)
     format: str = ""
+    # derived once: the longest closer, the openers of calls_end_prefill
+    longest: int = field(init=False, default=0)
+    call_openers: tuple[str, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "longest", max(map(len, self.closers)))
+        object.__setattr__(self, "call_openers", tuple(o for o, _ in self.calls_end_prefill))
 
 
 # gpt-oss writes each message as [<|end|>][<|start|>assistant]<|channel|>NAME<|message|>.
