@@ -127,6 +127,13 @@ def test_kimi_noise_between_calls_is_dropped_and_said():
     result = read(kimi('{"path": "a"}', '{"path": "b"}', between="\n, then\n"))
     assert calls(result) == [("write_file", {"path": "a"}), ("write_file", {"path": "b"})]
     assert "kimi.noise_dropped" in result["repairs"]
+    before = kimi('{"path": "a"}').replace("<|tool_calls_section_begin|>",
+                                           "<|tool_calls_section_begin|>Calling:\n")
+    result = read(before)
+    assert calls(result) == [("write_file", {"path": "a"})]
+    assert result["calls"][0]["repairs"] == ["kimi.noise_dropped"]
+    # a section of noise only is refused and kept
+    assert read("<|tool_calls_section_begin|>nothing<|tool_calls_section_end|>")["calls"] == []
 
 
 def test_kimi_empty_section_and_singular_section_token():

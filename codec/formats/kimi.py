@@ -24,13 +24,14 @@ _QUOTES = ('"',)
 
 
 def read(body: str, *, closed: bool = True) -> FormatRead:
-    """Read the calls of one Kimi-K2 tool-call section. Text between calls (outside them) is
-    dropped and said (``kimi.noise_dropped``); a token inside a JSON string is text."""
+    """Read the calls of one Kimi-K2 tool-call section. Text before or between calls (outside
+    them) is dropped and said (``kimi.noise_dropped``); a token inside a JSON string is
+    text."""
     calls, repairs, pos = [], [], _BLANK.match(body).end()
     while pos < len(body):
         if not body.startswith(CALL_BEGIN, pos):
             nxt = body.find(CALL_BEGIN, pos)
-            if nxt < 0 or not calls:
+            if nxt < 0:
                 return _fail(f"expected {CALL_BEGIN}, found {body[pos:pos + 20]!r}", pos, body)
             repairs, pos = [NOISE_DROPPED], nxt
         header = _HEADER.match(body, pos + len(CALL_BEGIN))
