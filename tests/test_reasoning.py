@@ -128,3 +128,15 @@ def test_rows_of_a_call_format_are_read_only_with_that_format():
     assert ToolCallCodec(TOOLS, formats=["harmony"]).decode(text).reasoning == "Easy."
     other = ToolCallCodec(TOOLS, formats=["hermes"]).decode(text)
     assert other.reasoning is None and "<|channel|>analysis" in other.content
+
+
+def test_every_reasoning_and_framing_token_split_at_every_position():
+    from toolcodec.formats.reasoning import FRAMING
+
+    tokens = [t for f in REASONING_FORMATS for t in f.openers + f.closers] + list(FRAMING)
+    for token in tokens:
+        text = f"pre {token}inside\n{CALL}\n{token} post"
+        for prefill in (False, True):
+            c = ToolCallCodec(TOOLS, starts_in_reasoning=prefill)
+            for cut in range(1, len(text)):
+                check(c, text, [text[:cut], text[cut:]])
