@@ -245,6 +245,8 @@ class _Open:
     call_body: bool = False  # think: the call candidate at ``lead`` has a body
     call_scan: int = 0  # think: where the search for the candidate's closer resumes
     row: Any = None  # think: its row of the reasoning table
+    closer_at: int = -1  # think: where its first closer at or past ``scan`` is (-1: not known)
+    closer: str = ""
 
 
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
@@ -501,11 +503,14 @@ class Engine:
             if real:
                 return self._end_reasoning(cur, row, cur.lead, cur.lead, False)
             cur.lead = None  # drafted while thinking: reasoning goes on past it
-        close, closer = -1, ""
-        for token in row.closers:
-            at = text.find(token, cur.scan)
-            if at >= 0 and (close < 0 or at < close):
-                close, closer = at, token
+        close, closer = cur.closer_at, cur.closer
+        if close < cur.scan:  # not searched from here yet (found once, it stays found)
+            close, closer = -1, ""
+            for token in row.closers:
+                at = text.find(token, cur.scan)
+                if at >= 0 and (close < 0 or at < close):
+                    close, closer = at, token
+            cur.closer_at, cur.closer = close, closer
         hold = None
         if (row.call_openers and cur.body_start == cur.start
                 and (text.find("<", cur.scan) >= 0 or text.find("\n", cur.scan) >= 0)):
@@ -823,7 +828,6 @@ class Engine:
                     return len(text), len(text), False
                 cur.scan = max(cur.body_start, len(text) - 11)
                 return None
-            body = text[cur.body_start:m.start()]
             counted = max(cur.body_start, cur.counted)  # value tags counted once each
             cur.values_open += (sum(1 for _ in _VALUE_OPEN.finditer(text, counted, m.start()))
                                 - sum(1 for _ in _VALUE_CLOSE.finditer(text, counted,
@@ -838,6 +842,7 @@ class Engine:
                 if not final:  # the value's end decides; until then the tag may be text
                     cur.scan, cur.vscan = m.start(), max(m.end(), len(text) - 11)
                     return None
+            body = text[cur.body_start:m.start()]
             if not (body.lstrip()[:1] in ("{", "[")
                     and (body.count('"') - body.count('\\"')) % 2):
                 closed = m.group() == "</tool_call>"
