@@ -128,6 +128,11 @@ def test_rows_of_a_call_format_are_read_only_with_that_format():
     assert ToolCallCodec(TOOLS, formats=["harmony"]).decode(text).reasoning == "Easy."
     other = ToolCallCodec(TOOLS, formats=["hermes"]).decode(text)
     assert other.reasoning is None and "<|channel|>analysis" in other.content
+    prose = "Magistral writes [THINK] before its reasoning."
+    assert ToolCallCodec(TOOLS, formats=["hermes"]).decode(prose).content == prose
+    # the prompt's prefill names its family whatever the formats read
+    only = ToolCallCodec(TOOLS, formats=["hermes"], starts_in_reasoning="mistral")
+    assert only.decode("a[/THINK]b").reasoning == "a"
 
 
 def test_every_reasoning_and_framing_token_split_at_every_position():

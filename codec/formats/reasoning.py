@@ -70,14 +70,14 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
                     calls_end_prefill=(("<tool_call>", "</tool_call>"),)),
     ReasoningFormat("seed_oss", ("<seed:think>",), ("</seed:think>",), tag=True),
     # Mistral's tokenizer v13 (Magistral): [THINK]…[/THINK]
-    ReasoningFormat("mistral", ("[THINK]",), ("[/THINK]",)),
+    ReasoningFormat("mistral", ("[THINK]",), ("[/THINK]",), format="mistral"),
     ReasoningFormat("harmony", tuple(h + "analysis<|message|>" for h in _HARMONY_HEADS),
                     ("<|end|>",), format="harmony"),
     ReasoningFormat("harmony_final", tuple(h + "final<|message|>" for h in _HARMONY_HEADS),
                     ("<|return|>", "<|end|>"), kind="content", format="harmony"),
     ReasoningFormat("apertus", ("<|inner_prefix|>",), ("<|inner_suffix|>",)),
     ReasoningFormat("gemma4", ("<|channel>thought",), ("<channel|>",)),
-    ReasoningFormat("kimi_k3", (_k3_open("think"),), (_k3_close("think"),)),
+    ReasoningFormat("kimi_k3", (_k3_open("think"),), (_k3_close("think"),), format="kimi_k3"),
 )
 
 # Structure that is neither content nor a call, and the call format it belongs to.
