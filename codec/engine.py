@@ -41,7 +41,8 @@ import regex  # partial matching: an opener cut at the end of a chunk
 from toolcodec.assembly import Assembly
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
 from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError, truncated
-from toolcodec.formats import glm, yamlbody
+from toolcodec.formats import glm, quoted, yamlbody
+from toolcodec.formats.reasoning import BY_OPENER, FRAMING, REASONING_FORMATS
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
 from toolcodec.normalize import replace_surrogates, replace_surrogates_in
@@ -91,25 +92,26 @@ _JSON_OPENER = (r"(?P<json>[\[{][ \t\r\n]{0,16}(?:\{[ \t\r\n]{0,16})?"
                 r"\"(?:name|function|tool_calls|type|arguments|parameters)\"[ \t\r\n]{0,16}:)"
                 r"|(?P<fence>```[ \t]{0,8}(?:json|JSON|json5)?[ \t]{0,8}\r?\n)")
 _CLOSERS = {"tool_element": "</tool>", "function": "</function>"}
+_WRAPPER_CLOSE = "</tool_call>"
+STRAY_CLOSE_DROPPED = "xml.stray_close_dropped"
 _PARAM_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
 _ELEMENT_OPEN = regex.compile(r"<([A-Za-z_][\w.\-]{0,63})[ \t]{0,8}(/?)>")
 _BLANKS = re.compile(r"[ \t\r\n]*")
 _BARE_NAME = re.compile(r"<?([^ \t\r\n:]+)")
-# Reasoning blocks: ``<think>``, Seed-OSS's ``<seed:think>``, gpt-oss's analysis channel, the
-# tokens below; a call written inside one is the model thinking about a call, not making it.
-REASONING_TAGS = ("think", "seed:think")
-# Reasoning written between special tokens: Apertus, Gemma 4.
-_REASONING_TOKENS = {"<|inner_prefix|>": "<|inner_suffix|>", "<|channel>thought": "<channel|>"}
-_REASONING_CLOSERS = {"think": "</think>", "seed:think": "</seed:think>", "harmony": "<|end|>",
-                      **_REASONING_TOKENS}
-# A harmony message header, with the end of the message before it: the channel is named next.
-_HARMONY_TO = r"(?:<\|end\|>)?(?:<\|start\|>assistant)?<\|channel\|>"
+# Reasoning blocks, answer channels and framing tokens come from one table
+# (``toolcodec.formats.reasoning``): a call written inside reasoning is the model thinking about
+# a call, not making it.
+_TAG_ROWS = {f.openers[0][1:-1]: f for f in REASONING_FORMATS if f.tag}
 # `</ tool_call >` with blanks is still the closer (the seed's normalizeCloseTags read it).
 _TOOL_CALL_EDGE = regex.compile(r"</[ \t]{0,8}tool_call[ \t]{0,8}>|<tool_call>")
 _TOOL_CALL_EDGE_MAX = 28  # the longest text it matches
 # A code fence holding JSON, right after <tool_call>: the envelope's body (json.code_fence).
 _FENCED_JSON = regex.compile(r"```[ \t]{0,8}[A-Za-z0-9_+.\-]{0,16}[ \t]{0,8}\r?\n"
                              r"[ \t\r\n]{0,64}[\[{]")
+# The value tags of GLM (<arg_value>) and Qwen XML (<parameter=…>): a <tool_call> or
+# </tool_call> between them is the value's text.
+_VALUE_OPEN = re.compile(r"<arg_value>|<parameter=")
+_VALUE_CLOSE = re.compile(r"</arg_value>|</parameter>")
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
@@ -137,22 +139,30 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
     names = sorted({n for n in tool_names if n}, key=len, reverse=True)
     on = (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
     parts = []
-    fixed = list(REASONING_TAGS) + [t for t, ids in (
-        ("tool_call", ("hermes", "qwen_xml", "glm")), ("tool", ("tool_element",))) if on(*ids)]
-    parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
-    parts.append("(?P<reason_token>" + "|".join(regex.escape(t) for t in _REASONING_TOKENS)
-                 + ")")
-    if on("harmony"):  # gpt-oss: its analysis channel is reasoning, other headers framing
-        parts.append(rf"(?P<harmony_think>{_HARMONY_TO}analysis<\|message\|>)")
-        parts.append(rf"(?P<harmony_header>{_HARMONY_TO}(?:final|commentary)<\|message\|>)")
+    fixed = [t for t, ids in (("tool_call", ("hermes", "qwen_xml", "glm")),
+                              ("tool", ("tool_element",))) if on(*ids)]
+    tags = "|".join(regex.escape(t) for t in _TAG_ROWS)
+    parts.append(rf"<(?P<reason_tag>{tags})[ \t\r\n]{{0,8}}>")
+    if fixed:
+        parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
+    tokens = sorted((t for t, f in BY_OPENER.items()
+                     if not f.tag and (not f.format or on(f.format))), key=len, reverse=True)
+    parts.append("(?P<reason_token>" + "|".join(regex.escape(t) for t in tokens) + ")")
+    framing = sorted((t for t, fmt in FRAMING.items() if on(fmt)), key=len, reverse=True)
+    if framing:
+        parts.append("(?P<framing>" + "|".join(regex.escape(t) for t in framing) + ")")
     if on("qwen_xml"):
         parts.append(r"<(?P<function>function=)")
     if on("json"):
         parts.append(_JSON_OPENER)
     markers = {t: f for f in marker_formats(formats) for t in f.openers}
-    if markers:
-        alt = "|".join(regex.escape(t) for t in sorted(markers, key=len, reverse=True))
-        parts.append(rf"(?P<marker>{alt})")
+    for group, anywhere in (("marker", True), ("start_marker", False)):
+        tokens = sorted((t for t, f in markers.items() if f.at_start != anywhere), key=len,
+                        reverse=True)
+        if tokens:
+            alt = "|".join(regex.escape(t) for t in tokens)
+            head = "" if anywhere else rf"(?<![\s\S])[ \t\r\n]{{0,{BODY_WS}}}"
+            parts.append(rf"{head}(?P<{group}>{alt})")
     if names:
         alt = "|".join(regex.escape(n) for n in names)
         if on("tool_tag", "yaml_tag"):
@@ -165,6 +175,42 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
     return Openers(regex.compile("|".join(parts)), markers,
                    {t: _end_pattern(f) for t, f in markers.items()},
                    {name: frozenset(params) for name, params in (parameters or {}).items()})
+
+
+def _line_call(text: str, start: int, stop: int, openers: tuple[str, ...],
+               first: int) -> tuple[int, int] | None:
+    """The first of ``openers`` in ``text[start:stop]`` on a line of its own (past at most 16
+    blanks after a line break, or after ``first``, where the text starts): where its line
+    break is, and where the opener ends."""
+    best = None
+    for opener in openers:
+        i = text.find(opener, start, stop)
+        while i >= 0:
+            j = i
+            while j > first and i - j < 16 and text[j - 1] in " \t":
+                j -= 1
+            if j == first or text[j - 1] == "\n":
+                at = max(start, j - (j > first))
+                if best is None or at < best[0]:
+                    best = (at, i + len(opener))
+                break
+            i = text.find(opener, i + 1, stop)
+    return best
+
+
+def _line_call_tail(text: str, start: int, openers: tuple[str, ...], first: int) -> int | None:
+    """Where a line that may still become one of ``openers`` on its own starts, at the end
+    of ``text`` (its line break, or ``first``)."""
+    low = max(start, len(text) - max(map(len, openers)) - 17)
+    line = text.rfind("\n", low)
+    at = line if line >= 0 else (first if first >= low else -1)
+    if at < 0:
+        return None
+    rest = text[at + (line >= 0):]
+    head = rest.lstrip(" \t")
+    if len(rest) - len(head) <= 16 and any(o.startswith(head) for o in openers):
+        return at
+    return None
 
 
 def _bare_openers(names: list[str], parameters: dict[str, list[str]]) -> str:
@@ -203,7 +249,7 @@ class _Open:
     body_start: int
     scan: int  # where the search for the end resumes
     tag: str | None = None
-    lead: int | None = None  # start of a call marker held before a JSON candidate
+    lead: int | None = None  # start of a call marker before a JSON candidate (think: of a call)
     json_aware: bool = False
     depth: int = 0
     quote: str = ""  # json, pycall: the quote of the string the scan is in
@@ -212,6 +258,13 @@ class _Open:
     value_ended: bool = False  # open-ended marker: vscan is just past a complete value
     element: str = ""  # bare call: the parameter element being read
     cut: bool = False  # open-ended marker: the end of the text came inside its values
+    values_open: int = 0  # tool_call: GLM / Qwen value tags open before ``counted``
+    counted: int = -1
+    call_body: bool = False  # think: the call candidate at ``lead`` has a body
+    call_scan: int = 0  # think: where the search for the candidate's closer resumes
+    row: Any = None  # think: its row of the reasoning table
+    closer_at: int = -1  # think: where its first closer at or past ``scan`` is (-1: not known)
+    closer: str = ""
 
 
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
@@ -350,13 +403,13 @@ class Engine:
         start, kind = m.start(), m.lastgroup
         if kind in ("json", "fence", "pycall"):
             return self._candidate(m, final)
-        if kind == "marker":
+        if kind in ("marker", "start_marker"):
             return self._marker(m, final)
-        if kind == "reason_token":
-            return self._open_block(_Open("think", start, m.end(), m.end(), m.group()), final)
-        if kind == "harmony_think":
-            return self._open_block(_Open("think", start, m.end(), m.end(), "harmony"), final)
-        if kind == "harmony_header":
+        if kind in ("reason_token", "reason_tag"):
+            row = BY_OPENER[m.group() if kind == "reason_token" else f"<{m.group(kind)}>"]
+            return self._open_block(_Open("think", start, m.end(), m.end(), row.openers[0]),
+                                    final)
+        if kind == "framing":
             self._free_text(self.pos, start, final, at_end=False)
             self.asm.add_tokens(start, m.end())
             self.pos = m.end()
@@ -366,8 +419,6 @@ class Engine:
             body = m.start() + m.group().rindex("<")
             return self._open_block(_Open("bare_tag", start, body, body, name), final)
         fixed = m.group("fixed") if kind == "fixed" else None
-        if fixed in REASONING_TAGS:
-            return self._open_block(_Open("think", start, m.end(), m.end(), fixed), final)
         fmt = FORMAT_OF_TAG[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
         if fmt not in ("think", "function"):
             follows = self._body_check(m.end(), final, head=_NAMED_BODY.get(fmt),
@@ -396,7 +447,7 @@ class Engine:
         return True
 
     def _marker(self, m: Any, final: bool) -> bool:
-        token = m.group("marker")
+        token = m.group(m.lastgroup)
         fmt = self.codec._openers.markers[token]
         if fmt.needs_body:
             follows = self._body_check(m.end(), final, json_only=True,
@@ -459,6 +510,10 @@ class Engine:
         self.current = None
         self.pos = block_end
         self.tries = self.depth = 0
+        if cur.kind == "marker" and closed and not self.text[cur.body_start:body_end].strip():
+            self.asm.add_tokens(cur.start, block_end)  # an empty section: framing, no call
+            self.envelopes -= 1
+            return True
         if final and self.finish_reason == "length" and self._cut_off(cur, block):
             self._cut_block(block)
         else:
@@ -502,26 +557,102 @@ class Engine:
         return not block.closed and block.end == len(self.text)
 
     def _think(self, cur: _Open, final: bool) -> bool:
-        closer = _REASONING_CLOSERS[cur.tag or "think"]
-        close = self.text.find(closer, cur.scan)
+        """Reasoning (or an answer channel) up to its row's closer, sent as it comes. In
+        reasoning the prompt opened, a call on a line of its own that no closer follows ends
+        it (``ReasoningFormat.calls_end_prefill``)."""
+        row = cur.row or BY_OPENER[cur.tag or "<think>"]
+        cur.row = row
+        text = self.text
+        while cur.lead is not None:  # a call candidate inside prompt-opened reasoning
+            real = self._call_in_reasoning(cur, row, final)
+            if real is None:
+                return False
+            if real:
+                return self._end_reasoning(cur, row, cur.lead, cur.lead, False)
+            cur.lead = None  # drafted while thinking: reasoning goes on past it
+        close, closer = cur.closer_at, cur.closer
+        if close < cur.scan:  # not searched from here yet (found once, it stays found)
+            close, closer = -1, ""
+            for token in row.closers:
+                at = text.find(token, cur.scan)
+                if at >= 0 and (close < 0 or at < close):
+                    close, closer = at, token
+            cur.closer_at, cur.closer = close, closer
+        hold = None
+        if (row.call_openers and cur.body_start == cur.start
+                and (text.find("<", cur.scan) >= 0 or text.find("\n", cur.scan) >= 0)):
+            openers = row.call_openers
+            found = _line_call(text, cur.scan, len(text) if close < 0 else close, openers,
+                               cur.body_start)
+            if found is not None:
+                self._reasoning(cur, row.kind, found[0])
+                cur.lead, cur.vscan = found
+                return True
+            if close < 0 and not final:
+                hold = _line_call_tail(text, cur.scan, openers, cur.body_start)
         if close < 0 and not final:
-            cur.scan = max(cur.body_start, len(self.text) - len(closer) + 1)
-            self._reasoning(cur, cur.scan)
+            cur.scan = max(cur.scan, cur.body_start, len(text) - row.longest + 1)
+            if hold is not None:
+                cur.scan = min(cur.scan, hold)  # perhaps a call's opener: wait
+            self._reasoning(cur, row.kind, cur.scan)
             return False
-        end = len(self.text) if close < 0 else close + len(closer)
-        body_end = len(self.text) if close < 0 else close
-        self._reasoning(cur, body_end)
-        self.asm.add_reasoning(Block("think", cur.start, end, cur.body_start, body_end,
-                                     close >= 0))
+        if close < 0:
+            return self._end_reasoning(cur, row, len(text), len(text), False)
+        return self._end_reasoning(cur, row, close + len(closer), close, True)
+
+    def _end_reasoning(self, cur: _Open, row: Any, end: int, body_end: int,
+                       closed: bool) -> bool:
+        self._reasoning(cur, row.kind, body_end)
+        if row.kind == "reasoning":
+            self.asm.add_reasoning(Block("think", cur.start, end, cur.body_start, body_end,
+                                         closed))
+        else:  # an answer channel: its text is content, its tokens framing
+            self.asm.add_tokens(cur.start, cur.body_start)
+            if closed:
+                self.asm.add_tokens(body_end, end)
         self.current = None
         self.pos = end
         self.tries = self.depth = 0
         return True
 
-    def _reasoning(self, cur: _Open, upto: int) -> None:
+    def _call_in_reasoning(self, cur: _Open, row: Any, final: bool) -> bool | None:
+        """Whether the call opener at ``cur.lead`` makes a call (None: not known yet): a body
+        follows it, and its closer is not followed by the reasoning's closer (within
+        ``BODY_WS`` blanks: then the model drafted the call while thinking)."""
+        text, opener_end = self.text, cur.vscan
+        closer = next(c for o, c in row.calls_end_prefill
+                      if text.startswith(o, opener_end - len(o)))
+        if not cur.call_body:  # the body's start not checked yet
+            follows = self._body_check(opener_end, final)
+            if follows is None:
+                return None
+            if not follows:
+                cur.scan = opener_end
+                return False
+            cur.call_body, cur.call_scan = True, opener_end
+        at = text.find(closer, cur.call_scan)
+        if at < 0:
+            if final:
+                return True  # cut inside the call: a call all the same
+            cur.call_scan = max(opener_end, len(text) - len(closer) + 1)
+            return None
+        after = at + len(closer)
+        window = text[after:after + BODY_WS + 16]
+        stripped = window.lstrip()
+        if len(window) - len(stripped) <= BODY_WS and stripped.startswith(row.closers):
+            cur.call_body, cur.scan = False, after
+            return False
+        if not final and after + len(window) == len(text) and (
+                not stripped or any(c.startswith(stripped) for c in row.closers)):
+            return None
+        cur.call_body = False
+        return True
+
+    def _reasoning(self, cur: _Open, kind: str, upto: int) -> None:
         start = max(cur.body_start, cur.reasoned)
         if upto > start:
-            self._emit({"type": "reasoning", "text": _clean(self.text[start:upto])})
+            self._emit({"type": "reasoning" if kind == "reasoning" else "content",
+                        "text": _clean(self.text[start:upto])})
             cur.reasoned = upto
 
     def _block_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
@@ -538,11 +669,31 @@ class Engine:
         close = text.find(closer, cur.scan)
         if close >= 0:
             end = close + len(closer)
-            return end, (end if cur.body_start == cur.start else close), True
+            body_end = end if cur.body_start == cur.start else close
+            if cur.kind == "function":  # Qwen3-Coder: a </tool_call> whose opener was lost
+                after = self._stray_wrapper_close(end, final)
+                if after is None:
+                    cur.scan = close
+                    return None
+                return after, body_end, True
+            return end, body_end, True
         if final:
             return len(text), len(text), False
         cur.scan = max(cur.body_start, len(text) - len(closer) + 1)
         return None
+
+    def _stray_wrapper_close(self, at: int, final: bool) -> int | None:
+        """Past a ``</tool_call>`` that follows a bare ``<function=…>`` call within
+        ``BODY_WS`` blanks (else ``at``; None: not known yet)."""
+        window = self.text[at:at + BODY_WS + len(_WRAPPER_CLOSE)]
+        stripped = window.lstrip()
+        blanks = len(window) - len(stripped)
+        if blanks <= BODY_WS and stripped.startswith(_WRAPPER_CLOSE):
+            return at + blanks + len(_WRAPPER_CLOSE)
+        cut = at + len(window) == len(self.text) and blanks <= BODY_WS
+        if not final and cut and _WRAPPER_CLOSE.startswith(stripped):
+            return None
+        return at
 
     def _tool_tag_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         """A tool tag ends at its matching close tag: a parameter named like the tool
@@ -625,15 +776,23 @@ class Engine:
 
     def _marker_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         fmt = self.codec._openers.markers[cur.tag]
+        if fmt.quotes and not fmt.open_ended:
+            return self._quoted_marker_end(cur, fmt, final)
         m = self.codec._openers.ends[cur.tag].search(self.text, cur.scan)
         if fmt.open_ended:  # no end token: the block ends where its last call's value does
             if cur.vscan < 0:
                 cur.vscan = cur.scan
-            end = self._values_end(cur, len(self.text) if m is None else m.start(), final)
-            if end == -1:
-                return None
-            if end is not None:
-                return end, end, True
+            while True:
+                end = self._values_end(cur, len(self.text) if m is None else m.start(), final)
+                if end == -1:
+                    return None
+                if end is not None:
+                    return end, end, True
+                if m is None or not (fmt.quotes and cur.quote):
+                    break
+                # the token sits inside a value's string: text, not the next call
+                cur.scan = m.end()
+                m = self.codec._openers.ends[cur.tag].search(self.text, cur.scan)
             cur.cut = final and m is None
         if m is not None:
             closer = m.group() in fmt.closers
@@ -643,6 +802,40 @@ class Engine:
         longest = max(map(len, fmt.closers + fmt.openers))
         cur.scan = max(cur.scan, len(self.text) - longest + 1)
         return None
+
+    def _quoted_marker_end(self, cur: _Open, fmt: MarkerFormat,
+                           final: bool) -> tuple[int, int, bool] | None:
+        """The first end token outside the body's strings (``MarkerFormat.quotes``): a value
+        that holds the format's own markers stays the value's text. A string still open at
+        the end of the output was a stray quote: the first end token after it counts."""
+        text, ends = self.text, fmt.closers + (fmt.openers if fmt.next_opener_ends else ())
+        pattern = quoted.scanner(ends, fmt.quotes)
+        while True:
+            if cur.quote:
+                at = quoted.string_end(text, cur.quote, cur.scan)
+                if at < 0 and final:
+                    m = quoted.scanner(ends, ()).search(text, cur.vscan)
+                    cur.quote = ""
+                    if m is None:
+                        return len(text), len(text), False
+                    closer = m.group() in fmt.closers
+                    return (m.end() if closer else m.start()), m.start(), True
+                if at < 0:  # the string goes on past the text so far
+                    cur.scan = max(cur.scan, len(text) - len(cur.quote) + 1)
+                    return None
+                cur.quote, cur.scan = "", at
+            m = pattern.search(text, cur.scan)
+            if m is None:
+                if final:
+                    return len(text), len(text), False
+                longest = max(map(len, ends + fmt.quotes))
+                cur.scan = max(cur.scan, len(text) - longest + 1)
+                return None
+            if m.group() in fmt.quotes and m.group() not in ends:
+                cur.quote, cur.scan, cur.vscan = m.group(), m.end(), m.end()
+                continue
+            closer = m.group() in fmt.closers
+            return (m.end() if closer else m.start()), m.start(), True
 
     def _values_end(self, cur: _Open, stop: int, final: bool) -> int | None:
         """Scan brackets and strings up to ``stop``: where the values end and no other call
@@ -702,13 +895,28 @@ class Engine:
 
     def _tool_call_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         text = self.text
-        if not cur.json_aware:
+        while not cur.json_aware:
             m = _TOOL_CALL_EDGE.search(text, cur.scan)
             if m is None:
                 if final:
                     return len(text), len(text), False
-                cur.scan = max(cur.body_start, len(text) - _TOOL_CALL_EDGE_MAX + 1)
+                # Back over a tag the chunk may have cut, never over one already judged.
+                cur.scan = max(cur.body_start, cur.counted, len(text) - _TOOL_CALL_EDGE_MAX + 1)
                 return None
+            counted = max(cur.body_start, cur.counted)  # value tags counted once each
+            cur.values_open += (sum(1 for _ in _VALUE_OPEN.finditer(text, counted, m.start()))
+                                - sum(1 for _ in _VALUE_CLOSE.finditer(text, counted,
+                                                                       m.start())))
+            cur.counted = m.start()
+            if cur.values_open > 0:  # the tag is inside a GLM or Qwen value: text
+                close = _VALUE_CLOSE.search(text, max(m.end(), cur.vscan))
+                if close is not None:
+                    cur.scan = cur.counted = close.end()
+                    cur.values_open -= 1
+                    continue
+                if not final:  # the value's end decides; until then the tag may be text
+                    cur.scan, cur.vscan = m.start(), max(m.end(), len(text) - 11)
+                    return None
             body = text[cur.body_start:m.start()]
             if not (body.lstrip()[:1] in ("{", "[")
                     and (body.count('"') - body.count('\\"')) % 2):
@@ -764,6 +972,10 @@ class Engine:
     def _record(self, block: Block, index: int, calls: list[Any],
                 errors: list[CodecError]) -> None:
         self.asm.text = self.text
+        if block.fmt == "function" and block.end > block.body_end:  # the stray </tool_call>
+            for call in calls:
+                if STRAY_CLOSE_DROPPED not in call.repairs:
+                    call.repairs.append(STRAY_CLOSE_DROPPED)
         calls_before, errors_before = len(self.asm.calls), len(self.asm.errors)
         self.codec.apply_block(self.asm, index, block, calls, errors)
         for error in self.asm.errors[errors_before:]:

@@ -108,10 +108,12 @@ class ToolCallCodec:
     :param nfkc_strings: NFKC-normalise string arguments (``text.nfkc``).
     :param limits: size and depth bounds (a ``Limits`` or a dict of its fields); text past
         ``max_chars`` is kept as content with a ``payload_too_large`` error.
-    :param starts_in_reasoning: the output begins inside ``<think>`` (chat templates of
-        reasoning models open it in the prompt): everything up to the first ``</think>`` is
-        reasoning. Without it a stray ``</think>`` is ordinary text, so that prose is never
-        held back waiting to learn whether it was reasoning.
+    :param starts_in_reasoning: the output begins inside reasoning (chat templates of
+        reasoning models open it in the prompt): everything up to the first closer of that
+        family's reasoning is reasoning. ``True`` means ``<think>``; a family's reasoning id
+        (``"mistral"``, ``"gemma4"``, ``"kimi_k3"``, … in ``toolcodec.formats.reasoning``) or
+        its opener (``"[THINK]"``) names another. Without it a stray closer is ordinary text,
+        so that prose is never held back waiting to learn whether it was reasoning.
     :param formats: the format ids to read (``toolcodec.formats.table.ALL_FORMATS``; default all
         of them, detected by their markers). Text in another format stays content. An unknown
         id raises ``ValueError``.
@@ -120,7 +122,7 @@ class ToolCallCodec:
     def __init__(self, tools: list[dict[str, Any]] | None, *, heuristics: Iterable[Any] = (),
                  pipeline: Any = None, nfkc_strings: bool = False,
                  limits: Limits | dict[str, int] = DEFAULT_LIMITS,
-                 starts_in_reasoning: bool = False,
+                 starts_in_reasoning: bool | str = False,
                  formats: Iterable[str] | None = None) -> None:
         from toolcodec.tools import ToolRegistry
 
@@ -131,7 +133,10 @@ class ToolCallCodec:
         self._heuristics = tuple(heuristics)
         self._pipeline_arg = pipeline
         self._pipeline: Any = None
+        from toolcodec.formats.reasoning import prefill_opener
+
         self.starts_in_reasoning = starts_in_reasoning
+        self._prefill = prefill_opener(starts_in_reasoning)
         self.max_calls = MAX_CALLS
         self.formats = _formats(formats)
         from toolcodec.engine import compile_openers
@@ -210,8 +215,8 @@ class ToolCallCodec:
         from toolcodec.engine import Engine, _Open
 
         eng = Engine(self, Assembly(""), native=native, id_prefix=id_prefix)
-        if self.starts_in_reasoning:  # the chat template opened <think> in the prompt
-            eng.current = _Open("think", 0, 0, 0)
+        if self._prefill:  # the chat template opened the reasoning in the prompt
+            eng.current = _Open("think", 0, 0, 0, self._prefill)
         return eng
 
     def _decode_block(self, asm: Assembly, index: int, block: Block) -> None:
@@ -653,7 +658,7 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
         return deepseek.read_dsml(payload, closed=closed)
     module = {"glm": "glm", "kimi": "kimi", "deepseek": "deepseek", "mistral": "mistral",
               "invoke": "invoke", "apertus": "apertus", "gemma": "gemma", "step3": "step3",
-              "minicpm": "minicpm"}[reader]
+              "minicpm": "minicpm", "kimi_k3": "kimi_k3"}[reader]
     from importlib import import_module
 
     return import_module(f"toolcodec.formats.{module}").read(payload, closed=closed)

@@ -180,7 +180,11 @@ def _scan_options(fmt: str, call_tag: str | None, name: str | None, schema: dict
         # `<call=…>`, `<invoke=…>`, `<tool=…>` are markup only in a call that uses that
         # spelling, so `</tool>` inside a `<function=…>` value stays text
         tags = _FUNCTION_TAGS | {call_tag} if call_tag else _FUNCTION_TAGS
-        return ScanOptions(frozenset({"parameter"}), tags, limits.max_depth, True)
+        # a </parameter> followed by text is the value's text (a value about the format)
+        followers = ("<parameter", "</function>", "</tool_call>", "<function") + (
+            (f"</{call_tag}>",) if call_tag else ())
+        return ScanOptions(frozenset({"parameter"}), tags, limits.max_depth, True,
+                           value_followers=followers)
     props = schema.get("properties") if isinstance(schema, dict) else None
     names = frozenset(props) if isinstance(props, dict) else frozenset()
     frame = _ELEMENT_TAGS if fmt == "tool_element" else frozenset({name} if name else ())

@@ -135,6 +135,11 @@ class ScanOptions:
     structural: frozenset[str] = frozenset()
     max_depth: int = DEFAULT_LIMITS.max_depth
     merge_text: bool = False
+    # With followers, a raw element's close tag is structural only when one of them (or the
+    # end of the text) comes next, past blanks: a value may then hold its own close tag as
+    # text (Qwen's `</parameter>` inside a parameter about the format). With no such close,
+    # the first close tag counts, as without followers.
+    value_followers: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -244,6 +249,14 @@ def find_missing_closes(text: str, options: ScanOptions | None = None) -> Mends:
 @lru_cache(maxsize=256)
 def _close_re(name: str) -> re.Pattern[str]:
     return re.compile(r"</" + re.escape(name) + r"[ \t\r\n]*>")
+
+
+@lru_cache(maxsize=64)
+def _open_re(name: str) -> re.Pattern[str]:
+    return re.compile(r"<" + re.escape(name) + r"(?=[ \t\r\n=>/])")
+
+
+_MAX_TEXT_CLOSES = 16  # close tags a value may hold as text before the first one counts
 
 
 def _valid_code_point(cp: int) -> bool:
@@ -545,11 +558,40 @@ class _Scanner:
                 return -1
         return close.start()
 
+    def _structural_end(self, el: Element, pos: int) -> int:
+        """Where the first close tag of ``el`` that a follower comes after starts (-1: none;
+        or an opening of the same name comes before any close tag and that close is its own
+        first one: then ``el`` was never closed, and the opening starts a sibling)."""
+        text, closes = self.text, _close_re(el.name)
+        first = self.next_close.get(el.name, False)
+        if first is False or (first is not None and first.start() < pos):
+            first = closes.search(text, pos)  # cached: no close ahead costs one pass
+            self.next_close[el.name] = first
+        if first is None:
+            return -1
+        for seen, close in enumerate(closes.finditer(text, first.start())):
+            after = _WS_RE.match(text, close.end()).end()
+            if after == len(text) or text.startswith(self.opts.value_followers, after):
+                break
+            if seen >= _MAX_TEXT_CLOSES:
+                return -1
+        else:
+            return -1
+        opening = _open_re(el.name).search(text, pos, close.start())
+        if opening is not None and closes.search(text, pos, opening.start()) is None:
+            first = closes.search(text, opening.end())
+            if first is not None and first.start() == close.start():
+                return -1  # `a<parameter=b>…</parameter>`: a was never closed
+        return close.start()
+
     def _raw(self, pos: int) -> int:
         """Scan the body of a raw-text element up to and including its close tag."""
         text, n = self.text, len(self.text)
         el = self.stack[-1]
-        trusted = self._trusted_end(el, pos)
+        # a nameless raw element (`<parameter>NAME</parameter>VALUE`) holds no value to end
+        trusted = (self._structural_end(el, pos)
+                   if self.opts.value_followers and (el.value or el.attrs)
+                   else self._trusted_end(el, pos))
         while True:
             if pos < trusted:
                 # Up to the trusted close tag only CDATA is markup: take the text in bulk.

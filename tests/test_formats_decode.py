@@ -105,6 +105,10 @@ EXAMPLES = [
               f"<{DS[0]}tool_call_end{DS[0]}>\n<{DS[0]}tool_calls_end{DS[0]}>", [SEARCH]),
     ("minicpm", '<function name="get_weather"><param name="city">Oslo</param>'
                 '<param name="days">2</param></function>', [WEATHER]),
+    ("kimi_k3", '<|open|>tools<|sep|><|open|>call tool="get_weather" index="0"<|sep|>'
+                '<|open|>argument key="city" type="string"<|sep|>Oslo<|close|>argument<|sep|>'
+                '<|open|>argument key="days" type="integer"<|sep|>2<|close|>argument<|sep|>'
+                "<|close|>call<|sep|><|close|>tools<|sep|>", [WEATHER]),
 ]
 
 

@@ -229,7 +229,9 @@ def _codec(payload: dict, *, tools_required: bool) -> ToolCallCodec:
     kwargs: dict[str, Any] = {}
     for name, kind in CODEC_OPTIONS.items():
         value = options.get(name)
-        if value is not None and kind is bool:
+        if name == "starts_in_reasoning" and isinstance(value, str):
+            kwargs[name] = value  # a family's reasoning id or opener, checked by the codec
+        elif value is not None and kind is bool:
             if not isinstance(value, bool):
                 raise BadRequest(f"payload.options.{name} must be true or false, got "
                                  f"{json_kind(value)}", f"payload.options.{name}")
@@ -245,8 +247,10 @@ def _codec(payload: dict, *, tools_required: bool) -> ToolCallCodec:
         return codec_for(tools, **kwargs)
     except InvalidToolsError as exc:
         raise BadRequest(f"tools rejected: {exc}", "payload.tools") from exc
-    except ValueError as exc:  # an unknown format id
-        raise BadRequest(f"payload.options.formats: {exc}", "payload.options.formats") from exc
+    except ValueError as exc:  # an unknown format id or reasoning family
+        field = ("payload.options.starts_in_reasoning" if "starts_in_reasoning" in str(exc)
+                 else "payload.options.formats")
+        raise BadRequest(f"{field}: {exc}", field) from exc
 
 
 def _ceiling() -> Limits:

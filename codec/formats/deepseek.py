@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from toolcodec.errors import INVALID_JSON, CodecError
-from toolcodec.formats import FormatRead, invoke
+from toolcodec.formats import FormatRead, invoke, quoted
 
 
 def _token(name: str) -> str:
@@ -21,12 +21,11 @@ def _token(name: str) -> str:
 
 
 _CALL_BEGIN = re.compile(_token("tool_call_begin"))
-_CALL_END = re.compile(_token("tool_call_end"))
 _SEP = re.compile(_token("tool_sep"))
+_CALL_TOKENS = tuple(f"<{bar}{name.replace('_', sep)}{bar}>" for bar in ("|", "\uff5c")
+                     for name in ("tool_call_begin", "tool_call_end") for sep in ("_", "\u2581"))
+_QUOTES = ('"',)
 _BLANK = re.compile(r"[ \t\r\n]*")
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-# A token, or the quote that starts a JSON string (tokens inside one are its text).
-_OR_QUOTE = {t.pattern: re.compile('"|' + t.pattern) for t in (_CALL_BEGIN, _CALL_END)}
 _FENCE = re.compile(r"\A\s*```[ \t]*(?:json)?[ \t]*\r?\n?(.*?)(?:\r?\n)?[ \t]*```\s*\Z", re.S)
 
 
@@ -38,11 +37,11 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
         if begin is None:
             return _fail(f"expected <\uff5ctool\u2581call\u2581begin\uff5c>, found "
                          f"{body[pos:pos + 20]!r}", pos, body)
-        end = _outside_strings(_CALL_END, body, begin.end(), len(body))
-        stop = len(body) if end is None else end.start()
-        nxt = _outside_strings(_CALL_BEGIN, body, begin.end(), stop)
-        if nxt is not None:
+        # a token inside a JSON string is the string's text
+        end = quoted.find(body, _CALL_TOKENS, _QUOTES, begin.end())
+        if end is not None and _CALL_BEGIN.fullmatch(end.group()):
             return _fail("a call is not ended before the next one begins", pos, body)
+        stop = len(body) if end is None else end.start()
         call = _call(body[begin.end():stop])
         if isinstance(call, str):
             return _fail(call, begin.start(), body)
@@ -51,22 +50,6 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
     if not calls:
         return _fail("no call in the section", 0, body)
     return FormatRead(calls=calls)
-
-
-def _outside_strings(token: re.Pattern[str], body: str, pos: int,
-                     stop: int) -> re.Match[str] | None:
-    """The first ``token`` in ``body[pos:stop]`` that is not inside a JSON string: the ASCII
-    spelling of a token is text a call's argument may hold (``"echo <|tool_call_begin|>"``).
-    Past a string that never closes, the first token counts, as it did before."""
-    either = _OR_QUOTE[token.pattern]
-    while True:
-        m = either.search(body, pos, stop)
-        if m is None or m.group() != '"':
-            return m
-        string = _JSON_STRING.match(body, m.start(), stop)
-        if string is None:
-            return token.search(body, m.start(), stop)
-        pos = string.end()
 
 
 def _call(inner: str) -> tuple[str, str] | str:
@@ -86,8 +69,9 @@ def _call(inner: str) -> tuple[str, str] | str:
 
 
 def read_dsml(body: str, *, closed: bool = True) -> FormatRead:
-    """Read the invokes of one DeepSeek V3.2 ``<｜DSML｜function_calls>`` block."""
-    return invoke.read(body, closed=closed, prefix=invoke.DSML)
+    """Read the invokes of one DeepSeek V3.2 / V4 DSML block (``<｜DSML｜function_calls>``,
+    ``<｜DSML｜tool_calls>``, ``<｜DSML｜ calls>``)."""
+    return invoke.read(body, closed=closed, prefix=invoke.DSML_PATTERN)
 
 
 def _fail(what: str, position: int, body: str) -> FormatRead:

@@ -2,11 +2,12 @@
 
 FunctionGemma writes ``<start_function_call>call:NAME{…}<end_function_call>`` and quotes strings
 with ``<escape>``; Gemma 4 writes ``<|tool_call>call:NAME{…}<tool_call|>`` and quotes them with
-``<|"|>``. A body quotes with whichever of the two tokens comes first in it. Keys are bare (or
-quoted); a value is a quoted string (kept as written: there are no escapes), ``{…}``, ``[…]``
-or a bare JSON literal (a number, ``true``, ``false``, ``null``); other bare text is read as a
-string (``gemma.bare_string``). A body cut at the end keeps its call when it ends after a
-complete argument. Errors are ``invalid_json`` with ``position`` in the body.
+``<|"|>``. A body quotes with whichever of the two tokens comes first in it. Keys are bare
+(words with blanks between them allowed) or quoted; a value is a quoted string (kept as
+written: there are no escapes), ``{…}``, ``[…]`` or a bare JSON literal (a number, ``true``,
+``false``, ``null``); other bare text is read as a string (``gemma.bare_string``). A body cut
+at the end keeps its call when it ends after a complete argument. Errors are
+``invalid_json`` with ``position`` in the body.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ QUOTES = ("<escape>", '<|"|>')  # FunctionGemma's, Gemma 4's
 BARE_STRING = "gemma.bare_string"
 _BLANK = re.compile(r"[ \t\r\n]*")
 _HEAD = re.compile(r"call[ \t]*:[ \t]*([A-Za-z_][\w.\-]*)[ \t\r\n]*\{")
-_BARE_KEY = re.compile(r"[^\s:,{}\[\]<>]+")
+# A bare key may hold blanks between its words (Gemma 4 writes `{city name:…}` for such a
+# property); it ends at ':'.
+_BARE_KEY = re.compile(r"[^\s:,{}\[\]<>]+(?:[ \t]+[^\s:,{}\[\]<>]+)*")
 _BARE = re.compile(r"[^,{}\[\]<]*")
 _LITERAL = re.compile(r"true|false|null|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _CUT = " (the output may have been cut off)"

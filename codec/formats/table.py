@@ -24,7 +24,10 @@ class MarkerFormat:
     generation ends them and is not a repair. ``needs_body`` openers that are ordinary words
     count only when a body follows them (JSON; for ``"call"``, a Python call; for ``"tag"``,
     the opening tag's name and ``>`` then a parameter tag or the close tag), so prose that
-    names them stays prose.
+    names them stays prose. ``at_start`` openers continue a header the prompt began (gpt-oss's
+    ``<|start|>assistant`` then the recipient), so they count only where the output starts.
+    An end token inside one of the body's ``quotes`` strings (``"`` for JSON, with its
+    escapes; a quote token such as Gemma's ``<|"|>``) is the string's text.
     """
 
     id: str
@@ -35,6 +38,8 @@ class MarkerFormat:
     next_opener_ends: bool = False
     open_ended: bool = False
     needs_body: str = ""  # "" | "json" | "call" | "tag"
+    at_start: bool = False  # the openers count only at the start of the output (past blanks)
+    quotes: tuple[str, ...] = ()  # strings in the body, inside which an end token is text
 
 
 _DS_BAR, _DS_SP = "\uff5c", "\u2581"  # DeepSeek's token spelling: ｜ and ▁
@@ -46,27 +51,45 @@ def _deepseek(token: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((native, f"<|{token.replace('_', _DS_SP)}|>", f"<|{token}|>")))
 
 
+_JSON = ('"',)  # JSON strings
+
+
+def _dsml(slash: str) -> tuple[str, ...]:
+    return tuple(f"<{slash}{bar}DSML{bar}{name}>" for bar in (_DS_BAR, "|")
+                 for name in ("function_calls", "tool_calls", " calls"))
+
+
 MARKER_FORMATS: tuple[MarkerFormat, ...] = (
-    MarkerFormat("kimi_k2", ("<|tool_calls_section_begin|>",), ("<|tool_calls_section_end|>",),
-                 body="kimi"),
-    MarkerFormat("kimi_k2", ("<|tool_call_begin|>",), ("<|tool_calls_section_end|>",),
-                 body="kimi", keep_opener=True),
+    # Kimi-K2, also with the singular section token some checkpoints write
+    MarkerFormat("kimi_k2", ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>"),
+                 ("<|tool_calls_section_end|>", "<|tool_call_section_end|>"), body="kimi",
+                 quotes=_JSON),
+    MarkerFormat("kimi_k2", ("<|tool_call_begin|>",), ("<|tool_calls_section_end|>",
+                                                       "<|tool_call_section_end|>"),
+                 body="kimi", keep_opener=True, quotes=_JSON),
+    # Kimi K3: <|open|>tools<|sep|><|open|>call tool="…" index="…"<|sep|>…<|close|>tools<|sep|>
+    MarkerFormat("kimi_k3", ("<|open|>tools<|sep|>",), ("<|close|>tools<|sep|>",),
+                 body="kimi_k3"),
     MarkerFormat("deepseek", _deepseek("tool_calls_begin"), _deepseek("tool_calls_end"),
-                 body="deepseek"),
+                 body="deepseek", quotes=_JSON),
     # "<|tool_call_begin|>" is also Kimi-K2's token: the codec reads a Kimi-shaped body as
     # Kimi's, which may end at Kimi's section end
     MarkerFormat("deepseek", _deepseek("tool_call_begin"),
                  _deepseek("tool_calls_end") + ("<|tool_calls_section_end|>",),
-                 body="deepseek", keep_opener=True),
-    MarkerFormat("deepseek_dsml", (f"<{_DS_BAR}DSML{_DS_BAR}function_calls>",),
-                 (f"</{_DS_BAR}DSML{_DS_BAR}function_calls>",), body="dsml"),
+                 body="deepseek", keep_opener=True, quotes=_JSON),
+    # DeepSeek V3.2 / V4 DSML, in every block name and bar seen: function_calls, tool_calls,
+    # and " calls" (a blank after the bar)
+    MarkerFormat("deepseek_dsml", _dsml(""), _dsml("/"), body="dsml"),
     MarkerFormat("mistral", ("[TOOL_CALLS]",), body="mistral", next_opener_ends=True,
-                 open_ended=True),
+                 open_ended=True, quotes=_JSON),
     MarkerFormat("harmony", tuple(f"{end}{start}<|channel|>{channel} to=" for end in ("", "<|end|>")
                                   for start in ("", "<|start|>assistant")
                                   for channel in ("commentary", "analysis"))
                  + ("<|start|>assistant to=", "<|end|><|start|>assistant to="),
-                 ("<|call|>", "<|end|>", "<|return|>"), body="harmony"),
+                 ("<|call|>", "<|end|>", "<|return|>"), body="harmony", quotes=_JSON),
+    # the recipient in the role header, right after the prompt's <|start|>assistant
+    MarkerFormat("harmony", ("to=functions.",), ("<|call|>", "<|end|>", "<|return|>"),
+                 body="harmony", at_start=True, quotes=_JSON),
     MarkerFormat("minimax", ("<minimax:tool_call>",), ("</minimax:tool_call>",), body="invoke"),
     MarkerFormat("dots", ("<dots_function_call>",), ("</dots_function_call>",), body="invoke"),
     MarkerFormat("seed_oss", ("<seed:tool_call>",), ("</seed:tool_call>",), body="qwen_xml"),
@@ -87,9 +110,10 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     MarkerFormat("longcat", ("<longcat_tool_call>",), ("</longcat_tool_call>",), body="json"),
     MarkerFormat("apertus", ("<|tools_prefix|>",), ("<|tools_suffix|>",), body="apertus"),
     MarkerFormat("functiongemma", ("<start_function_call>",), ("<end_function_call>",),
-                 body="gemma"),
+                 body="gemma", quotes=("<escape>",)),
     # Gemma 4 ends a call with <tool_call|>; some checkpoints end the turn (<turn|>) instead
-    MarkerFormat("gemma4", ("<|tool_call>",), ("<tool_call|>", "<turn|>"), body="gemma"),
+    MarkerFormat("gemma4", ("<|tool_call>",), ("<tool_call|>", "<turn|>"), body="gemma",
+                 quotes=('<|"|>',)),
     # StepFun Step-3: DeepSeek's token names, but fullwidth bars with ASCII underscores
     MarkerFormat("step3", (f"<{_DS_BAR}tool_calls_begin{_DS_BAR}>",),
                  (f"<{_DS_BAR}tool_calls_end{_DS_BAR}>",), body="step3"),

@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolcodec.formats.reasoning import prefill_opener
 from toolcodec.formats.table import ALL_FORMATS
 
 OVERRIDE_FIELD = "toolcodec"  # the request body field; never sent upstream
-OPTION_KINDS: dict[str, type] = {"preset": str, "formats": list, "starts_in_reasoning": bool,
-                                 "nfkc_strings": bool, "limits": dict}
+OPTION_KINDS: dict[str, Any] = {"preset": str, "formats": list,
+                                "starts_in_reasoning": (bool, str),  # or a reasoning family
+                                "nfkc_strings": bool, "limits": dict}
 
 # Family presets: the formats each family's chat template renders calls in, and whether the
 # template opens the reasoning in the prompt (the output then starts inside <think>).
@@ -48,6 +50,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                              "starts_in_reasoning": True},
     "glm45": {"formats": ["glm"]},  # GLM-4.5, 4.6, 4.7: <tool_call>NAME<arg_key>…
     "kimi-k2": {"formats": ["kimi_k2"]},
+    # Kimi K3: the generation prompt opens its think section
+    "kimi-k3": {"formats": ["kimi_k3"], "starts_in_reasoning": "kimi_k3"},
     "gpt-oss": {"formats": ["harmony"]},
     "mistral": {"formats": ["mistral"]},
     "gemma": {"formats": ["gemma4", "functiongemma"]},
@@ -71,8 +75,16 @@ def check_options(options: Any, where: str) -> dict[str, Any]:
         if kind is None:
             raise SettingsError(f"{where}: unknown option {key!r}; expected some of "
                                 f"{sorted(OPTION_KINDS)}")
-        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-            raise SettingsError(f"{where}.{key} must be {kind.__name__}")
+        if not isinstance(value, kind) or (bool not in (kind if isinstance(kind, tuple)
+                                                        else (kind,))
+                                           and isinstance(value, bool)):
+            names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+            raise SettingsError(f"{where}.{key} must be {names}")
+        if key == "starts_in_reasoning" and isinstance(value, str):
+            try:
+                prefill_opener(value)
+            except ValueError as exc:
+                raise SettingsError(f"{where}.starts_in_reasoning: {exc}") from None
         if key == "preset" and value not in PRESETS:
             raise SettingsError(f"{where}.preset: unknown preset {value!r}; expected one of "
                                 f"{sorted(PRESETS)}")

@@ -1,0 +1,110 @@
+"""Reasoning and channel markers, one row per family: what opens a model's reasoning, what ends
+it, and the framing tokens around its answer. Read by the engine (openers, closers) and by the
+codec's ``starts_in_reasoning`` option (which row a generation prompt left open).
+
+A row's ``kind`` says what its body is:
+
+- ``"reasoning"``: the model thinking; it goes to ``reasoning``, and a call written inside it is
+  the model thinking about a call, not making it;
+- ``"content"``: an answer channel whose text is content as written, even where it looks like
+  a call (gpt-oss's ``final`` channel);
+
+``FRAMING`` lists tokens that are structure only (a harmony message header, Kimi K3's response
+and message tags): neither content nor calls. Rows and framing of a call format (``harmony``,
+``kimi_k3``) are read only when that format is enabled (``formats=``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningFormat:
+    """One family's reasoning (or answer channel) markers.
+
+    ``openers`` are the literal tokens that open the block (the first is the one a generation
+    prompt writes); with ``tag``, an opener ``<NAME>`` may also be written with blanks before
+    its ``>``. ``closers`` end it; with none found the block runs to the end of the output
+    (a reasoning cut off by the length limit is still reasoning). ``calls_end_prefill``: in
+    reasoning the prompt opened, one of these call openers on a line of its own, with a body
+    after it and no reasoning closer right after its own closer, ends the reasoning (Qwen3.5
+    may call without closing its ``<think>``); drafted calls (followed by the closer) stay
+    reasoning.
+    """
+
+    id: str
+    openers: tuple[str, ...]
+    closers: tuple[str, ...]
+    kind: str = "reasoning"  # "reasoning" | "content"
+    tag: bool = False
+    # (opener, closer) of calls that end this reasoning when the prompt opened it and the
+    # model wrote a call on its own line without closing it first (Qwen3.5)
+    calls_end_prefill: tuple[tuple[str, str], ...] = ()
+    # the call format this row belongs to: read only when that format is (all rows without)
+    format: str = ""
+    # derived once: the longest closer, the openers of calls_end_prefill
+    longest: int = field(init=False, default=0)
+    call_openers: tuple[str, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "longest", max(map(len, self.closers)))
+        object.__setattr__(self, "call_openers", tuple(o for o, _ in self.calls_end_prefill))
+
+
+# gpt-oss writes each message as [<|end|>][<|start|>assistant]<|channel|>NAME<|message|>.
+_HARMONY_HEADS = tuple(f"{end}{start}<|channel|>" for end in ("", "<|end|>")
+                       for start in ("", "<|start|>assistant"))
+
+
+def _k3_open(name: str) -> str:
+    return f"<|open|>{name}<|sep|>"
+
+
+def _k3_close(name: str) -> str:
+    return f"<|close|>{name}<|sep|>"
+
+
+REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
+    ReasoningFormat("think", ("<think>",), ("</think>",), tag=True,
+                    calls_end_prefill=(("<tool_call>", "</tool_call>"),)),
+    ReasoningFormat("seed_oss", ("<seed:think>",), ("</seed:think>",), tag=True),
+    # Mistral's tokenizer v13 (Magistral): [THINK]…[/THINK]
+    ReasoningFormat("mistral", ("[THINK]",), ("[/THINK]",), format="mistral"),
+    ReasoningFormat("harmony", tuple(h + "analysis<|message|>" for h in _HARMONY_HEADS),
+                    ("<|end|>",), format="harmony"),
+    ReasoningFormat("harmony_final", tuple(h + "final<|message|>" for h in _HARMONY_HEADS),
+                    ("<|return|>", "<|end|>"), kind="content", format="harmony"),
+    ReasoningFormat("apertus", ("<|inner_prefix|>",), ("<|inner_suffix|>",)),
+    ReasoningFormat("gemma4", ("<|channel>thought",), ("<channel|>",)),
+    ReasoningFormat("kimi_k3", (_k3_open("think"),), (_k3_close("think"),), format="kimi_k3"),
+)
+
+# Structure that is neither content nor a call, and the call format it belongs to.
+FRAMING: dict[str, str] = {
+    **{h + "commentary<|message|>": "harmony" for h in _HARMONY_HEADS},
+    **{t: "kimi_k3" for t in (_k3_open("response"), _k3_close("response"),
+                              _k3_close("message"), "<|end_of_msg|>")},
+}
+
+BY_ID = {f.id: f for f in REASONING_FORMATS}
+BY_OPENER = {opener: f for f in REASONING_FORMATS for opener in f.openers}
+
+
+def prefill_opener(option: bool | str) -> str | None:
+    """The reasoning opener a generation prompt left open, from ``starts_in_reasoning``:
+    ``True`` is ``<think>``; a string is a row's id (``"mistral"``) or one of its openers
+    (``"[THINK]"``); ``False`` is none. Raises ``ValueError`` for anything else."""
+    if option is False or option is None:
+        return None
+    if option is True:
+        return "<think>"
+    if isinstance(option, str):
+        if option in BY_OPENER and BY_OPENER[option].kind == "reasoning":
+            return option
+        row = BY_ID.get(option)
+        if row is not None and row.kind == "reasoning":
+            return row.openers[0]
+    known = sorted(f.id for f in REASONING_FORMATS if f.kind == "reasoning")
+    raise ValueError(f"starts_in_reasoning must be a bool, a reasoning format id ({known}) or "
+                     f"one of their openers, not {option!r}")
