@@ -44,6 +44,7 @@ from toolcodec.errors import TIMEOUT, WORKER_LOST
 from toolcodec.worker import rq_protocol as proto
 from toolcodec.worker.child import WorkerDied, WorkerProcess
 from toolcodec.worker.envelope import error_envelope
+from toolcodec.worker.heartbeat import Heartbeat
 from toolcodec.worker.jobs import warm
 from toolcodec.worker.limits import ENV as ENV_LIMITS
 from toolcodec.worker.limits import LimitsError, operator_limits
@@ -105,6 +106,11 @@ class _LaneStates:
             for s in self._states.values():
                 counts[s] = counts.get(s, 0) + 1
             self.metrics.set_workers(BACKEND, counts)
+
+    def snapshot(self) -> dict[str, str]:
+        """Lane name -> state, for the heartbeat."""
+        with self._lock:
+            return dict(self._states)
 
 
 class ToolcodecWorker(SimpleWorker):
@@ -404,6 +410,7 @@ class Supervisor:
         self._stop = threading.Event()
         self._workers: list[ToolcodecWorker] = []
         self._threads: list[threading.Thread] = []
+        self.heartbeat = Heartbeat(redis_url, queue, self.lanes.snapshot)
         _MissingJobCounter.metrics = metrics
 
     def start(self) -> None:
@@ -412,6 +419,7 @@ class Supervisor:
             thread = threading.Thread(target=self._lane, args=(i,), name=f"toolcodec-lane-{i}")
             thread.start()
             self._threads.append(thread)
+        self.heartbeat.start()
 
     def stop(self) -> None:
         """Ask every lane to finish its current job and leave; returns at once."""
@@ -423,6 +431,7 @@ class Supervisor:
         for thread in self._threads:
             while thread.is_alive():
                 thread.join(0.2)  # short joins keep the main thread responsive to signals
+        self.heartbeat.stop()
 
     def _lane(self, index: int) -> None:
         child = WorkerProcess()

@@ -97,18 +97,22 @@ def _readiness(pool: Pool, config: ServeConfig) -> Any:
         return ready
 
     import redis
+    from toolcodec.worker.heartbeat import live_lanes
+    from toolcodec.worker.metrics import LiveWorkers
 
     client = redis.Redis.from_url(config.redis_url, socket_connect_timeout=0.5,
                                   socket_timeout=0.5)
-    workers_key = f"rq:workers:{config.queue}"
+    REGISTRY.register(LiveWorkers(config.queue, lambda: live_lanes(client, config.queue)))
 
     def probe() -> str | None:
+        # Live workers come from heartbeats that expire, not from RQ's worker set, which
+        # keeps a killed worker's entry for minutes.
         try:
-            client.ping()
-            if client.scard(workers_key) < 1:
-                return f"no toolcodec worker is registered on queue {config.queue!r}"
+            counts = live_lanes(client, config.queue)
         except redis.exceptions.RedisError as exc:
             return f"Redis does not answer: {type(exc).__name__}"
+        if counts["idle"] + counts["busy"] < 1:
+            return f"no toolcodec worker has a live heartbeat on queue {config.queue!r}"
         return None
 
     async def ready() -> str | None:
