@@ -44,7 +44,7 @@ def scrape(port: int) -> dict[tuple[str, tuple], float]:
 
 def worker_count(port: int, op: str, outcome: str) -> float:
     labels = (("backend", "rq"), ("op", op), ("outcome", outcome))
-    return scrape(port).get(("toolcodec_jobs_total", labels), 0.0)
+    return scrape(port).get(("toolcodec_worker_jobs_total", labels), 0.0)
 
 
 def restarts(port: int, reason: str) -> float:
@@ -436,9 +436,9 @@ def test_the_worker_endpoint_describes_what_the_worker_measured(backend, start_r
                                   timeout=5).read().decode()
     helps = {line.split(" ")[2]: line.split(" ", 3)[3] for line in text.splitlines()
              if line.startswith("# HELP ")}
-    from toolcodec.worker.metrics import HELP, WORKER_HELP
+    from toolcodec.worker.metrics import HELP, WORKER_HELP, name_of
 
     for name, doc in WORKER_HELP.items():
-        assert helps[name] == doc, name
-        assert helps[name] != HELP[name][0]  # not the caller's text
-    assert "this worker" in helps["toolcodec_jobs_total"].lower()
+        assert helps[name_of(name, "worker")] == doc, name
+        assert helps[name_of(name, "worker")] != HELP[name][0]  # not the caller's text
+    assert "this worker" in helps["toolcodec_worker_jobs_total"].lower()

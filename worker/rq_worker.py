@@ -45,6 +45,7 @@ from toolcodec.worker import rq_protocol as proto
 from toolcodec.worker.child import WorkerDied, WorkerProcess
 from toolcodec.worker.envelope import error_envelope
 from toolcodec.worker.heartbeat import Heartbeat
+from toolcodec.worker.joblog import JobLog
 from toolcodec.worker.jobs import warm
 from toolcodec.worker.limits import ENV as ENV_LIMITS
 from toolcodec.worker.limits import LimitsError, operator_limits
@@ -62,6 +63,7 @@ HOUSEKEEPING_EVERY_S = 1.0
 # How often one lane of the queue looks for ids left in the intermediate list.
 LEFTOVERS_EVERY_S = 5.0
 _REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+_JOBLOG = JobLog("worker")  # one line per failed or slow job (see toolcodec.worker.joblog)
 
 
 class _MissingJobCounter:
@@ -305,8 +307,10 @@ class ToolcodecWorker(SimpleWorker):
         self._reply(job, queue, reply_to, env)
         if restart_reason is not None:
             self._restart_child(restart_reason)
-        self.metrics.observe(op or "unknown", BACKEND,
-                             {**env, "elapsed_ms": (time.monotonic() - started) * 1000.0})
+        env = {**env, "elapsed_ms": (time.monotonic() - started) * 1000.0}
+        self.metrics.observe(op or "unknown", BACKEND, env)
+        _JOBLOG.job(op or "unknown", BACKEND, env,
+                    task.get("payload") if isinstance(task, dict) else None, job_id=job.id)
 
     def _refuse(self, job: Job, queue: Queue, reason: str) -> None:
         log.warning("worker %s: refused job %s from queue %s (%s); it was not run",

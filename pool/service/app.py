@@ -27,6 +27,7 @@ from toolcodec.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
 from toolcodec.pool.service.http_metrics import HttpMetrics
 from toolcodec.worker.envelope import error_envelope
 from toolcodec.worker.faults import FAULT_OPS
+from toolcodec.worker.joblog import JobLog
 from toolcodec.worker.jobs import FAULT_ENV, OPS
 
 MAX_BATCH = 256  # jobs in one /v1/batch request
@@ -46,6 +47,7 @@ class Service:
         self.metrics = HttpMetrics(registry)
         self.ready = ready
         self.draining = False
+        self.joblog = JobLog("caller")
         # The worker's op table; the fault-injection ops only where the operator enabled them.
         self.ops = frozenset(OPS) | (frozenset(FAULT_OPS) if os.environ.get(FAULT_ENV) == "1"
                                      else frozenset())
@@ -84,7 +86,9 @@ class Service:
         timeout, problem = self.job_timeout(payload.pop("timeout_ms", None))
         if problem is not None:
             return self.local(op, (BAD_REQUEST, problem))
-        return await self.pool.asubmit(op, payload, timeout_ms=timeout)
+        envelope = await self.pool.asubmit(op, payload, timeout_ms=timeout)
+        self.joblog.job(op, self.pool.backend, envelope, payload)
+        return envelope
 
     def job_timeout(self, asked: Any) -> tuple[float, str | None]:
         if asked is None:
@@ -101,6 +105,7 @@ class Service:
         envelope = {**error_envelope(op, status, code, message), "backend": self.pool.backend,
                     "elapsed_ms": 0.0}
         self.pool.metrics.observe(op, self.pool.backend, envelope)
+        self.joblog.job(op if op in self.ops else "unknown", self.pool.backend, envelope, None)
         return envelope
 
     def answer(self, envelope: dict[str, Any]) -> Response:

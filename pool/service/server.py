@@ -14,6 +14,7 @@ process exits 0.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,8 @@ class _DrainingServer(uvicorn.Server):
 
 def run(config: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
+    if not logging.getLogger().handlers:  # the per-job lines (toolcodec.worker.joblog)
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     options: dict[str, Any] = ({"redis_url": config.redis_url, "queue": config.queue}
                                if config.backend == "rq" else {"workers": config.workers})
     pool = Pool(config.backend, timeout_ms=config.timeout_ms, registry=REGISTRY, **options)
