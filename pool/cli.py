@@ -209,6 +209,9 @@ def _serve_parser(sub: Any) -> None:
                        help="largest request body in bytes (default: 10 MiB)")
     serve.add_argument("--drain-s", type=float, default=10.0,
                        help="on SIGTERM, how long in-flight requests may finish (default: 10)")
+    serve.add_argument("--shutdown-delay-s", type=float, default=5.0,
+                       help="on SIGTERM, how long /readyz fails while requests are still "
+                            "served, before the socket closes (default: 5; 0: close at once)")
     serve.add_argument("--upstream", default=None, metavar="URL",
                        help="model server to proxy /v1/chat/completions and /v1/models to")
     serve.add_argument("--upstream-key-env", default=None, metavar="VAR",
@@ -230,10 +233,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     for name in ("drain_s", "upstream_timeout_s"):
         if not (0 < getattr(args, name) <= 3600):
             raise CliError(f"--{name.replace('_', '-')} must be between 0 and 3600 seconds")
+    if not 0 <= args.shutdown_delay_s <= 3600:
+        raise CliError("--shutdown-delay-s must be between 0 and 3600 seconds")
     return run(ServeConfig(args.host, args.port, args.backend, args.workers, args.redis_url,
                            args.queue, args.timeout_ms, args.max_body, args.drain_s,
                            args.upstream, key, args.tools_as_prompt,
-                           args.upstream_timeout_s))
+                           args.upstream_timeout_s, shutdown_delay_s=args.shutdown_delay_s))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,15 +6,19 @@ Redis/RQ workers). One process means one set of counters, so ``/metrics`` adds u
 multiprocess collector; to use more cores for HTTP itself, run several instances behind a
 load balancer and let Prometheus sum them.
 
-SIGTERM (or SIGINT) drains: ``/readyz`` turns 503 at once, the listening socket closes, jobs
-in flight finish (each ends by its own deadline) for up to ``--drain-s`` seconds, then the
-process exits 0.
+SIGTERM drains: ``/readyz`` turns 503 at once while requests are still served for
+``--shutdown-delay-s`` seconds (so a load balancer or Kubernetes sees the failing readiness and
+stops sending before the socket closes), then the listening socket closes, jobs in flight
+finish (each ends by its own deadline) for up to ``--drain-s`` seconds, and the process exits 0.
+SIGINT (Ctrl-C), or a second SIGTERM, skips the delay.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,18 +43,32 @@ class ServeConfig:
     upstream_key: str | None = None
     tools_as_prompt: bool = False
     upstream_timeout_s: float = 300.0
+    shutdown_delay_s: float = 5.0
 
 
 class _DrainingServer(uvicorn.Server):
-    """uvicorn's server, telling readiness that a shutdown has begun."""
+    """uvicorn's server, failing readiness first and closing its socket ``delay_s`` later."""
 
-    def __init__(self, config: uvicorn.Config, service: Service) -> None:
+    def __init__(self, config: uvicorn.Config, service: Service, delay_s: float) -> None:
         super().__init__(config)
         self.service = service
+        self.delay_s = delay_s
+        self._timer: threading.Timer | None = None
 
     def handle_exit(self, sig: int, frame: Any) -> None:
+        if sig == signal.SIGTERM and self._timer is None and self.delay_s > 0:
+            self.service.draining = True  # /readyz answers 503; requests are still served
+            self._timer = threading.Timer(self.delay_s, self._stop, (sig,))
+            self._timer.daemon = True
+            self._timer.start()
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._stop(sig)
+
+    def _stop(self, sig: int) -> None:
         self.service.draining = True
-        super().handle_exit(sig, frame)
+        super().handle_exit(sig, None)
         # uvicorn re-raises the signal after its shutdown, which would end the process with
         # -SIGTERM; a drained shutdown is a clean exit (0), after the pool is closed too.
         self._captured_signals.clear()
@@ -70,7 +88,7 @@ def run(config: ServeConfig) -> int:
         uv = uvicorn.Config(build_app(service, extra), host=config.host, port=config.port,
                             log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=config.drain_s, timeout_keep_alive=30)
-        _DrainingServer(uv, service).run()
+        _DrainingServer(uv, service, config.shutdown_delay_s).run()
         if proxy is not None:
             asyncio.run(proxy.aclose())
     finally:
