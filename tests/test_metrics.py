@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -223,3 +225,22 @@ def test_buckets_bracket_the_job_budget(registry: CollectorRegistry) -> None:
     got = [value(registry, "toolcodec_job_duration_seconds_bucket", le=le, **labels)
            for le in ("0.025", "0.03", "0.04", "0.05", "0.06")]
     assert got == [0, 1, 2, 3, 4]
+
+
+def test_child_cpu_counts_live_children_and_keeps_them_after_they_exit(
+        registry: CollectorRegistry) -> None:
+    """The decoding runs in child processes; process_cpu_seconds_total leaves them out."""
+    Metrics(registry)
+
+    def cpu() -> float:
+        return value(registry, "toolcodec_child_cpu_seconds_total")
+
+    before = cpu()
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        while cpu() < before + 0.2:  # read from /proc while the child runs
+            assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+    assert cpu() >= before + 0.2  # reaped: now in RUSAGE_CHILDREN, never lower

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
+import resource
 import threading
 import weakref
 from collections.abc import Callable
@@ -202,6 +204,7 @@ class _Shared:
     def __init__(self, registry: CollectorRegistry, side: str) -> None:
         self.tally = JobTally(side)
         registry.register(self.tally)
+        registry.register(ChildCpu())
         self.queue_depth = Gauge(name_of(QUEUE_DEPTH, side), *help_of(QUEUE_DEPTH, side),
                                  registry=registry)
         self.workers = Gauge(WORKERS, *help_of(WORKERS, side), registry=registry)
@@ -372,3 +375,57 @@ class LiveWorkers:
         for state in WORKER_STATES:
             family.add_metric((self.queue, state), counts.get(state, 0))
         return [family]
+
+
+CHILD_CPU_SECONDS_TOTAL = "toolcodec_child_cpu_seconds_total"
+HELP[CHILD_CPU_SECONDS_TOTAL] = (
+    "CPU seconds (user + system) of this process's child processes, where the decoding runs "
+    "(process_cpu_seconds_total counts only the parent): live children read from /proc, "
+    "plus every child already reaped.", ())
+
+
+class ChildCpu:
+    """``toolcodec_child_cpu_seconds_total``: the worker processes' CPU, read at scrape time.
+
+    Live children are found by their parent pid in ``/proc`` (Linux); children that have
+    exited and been waited for are in ``getrusage(RUSAGE_CHILDREN)``. The total never goes
+    down (a child between its exit and its reaping is briefly in neither).
+    """
+
+    def __init__(self) -> None:
+        self._last = 0.0
+        self._lock = threading.Lock()
+        try:
+            self._tick = float(os.sysconf("SC_CLK_TCK"))
+        except (ValueError, OSError, AttributeError):
+            self._tick = 100.0
+
+    def describe(self) -> list[Metric]:
+        return [CounterMetricFamily(CHILD_CPU_SECONDS_TOTAL, HELP[CHILD_CPU_SECONDS_TOTAL][0])]
+
+    def collect(self) -> list[Metric]:
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+        total = reaped.ru_utime + reaped.ru_stime + self._live_children()
+        with self._lock:
+            self._last = total = max(total, self._last)
+        return [CounterMetricFamily(CHILD_CPU_SECONDS_TOTAL, HELP[CHILD_CPU_SECONDS_TOTAL][0],
+                                    value=total)]
+
+    def _live_children(self) -> float:
+        me, ticks = os.getpid(), 0
+        try:
+            entries = os.listdir("/proc")
+        except OSError:
+            return 0.0
+        for entry in entries:
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue  # gone meanwhile
+            fields = stat[stat.rfind(b")") + 2:].split()  # the name may hold spaces
+            if len(fields) > 12 and int(fields[1]) == me:  # ppid; utime, stime follow
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / self._tick
