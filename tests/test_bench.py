@@ -170,8 +170,9 @@ class Answers:
 
     async def call(self, op, payload):
         self.i += 1
+        status = self.statuses[self.i % len(self.statuses)]
         await asyncio.sleep(self.delay)
-        return self.statuses[self.i % len(self.statuses)]
+        return status
 
     async def close(self):
         pass
@@ -181,7 +182,8 @@ def test_goodput_leaves_out_timeouts_and_late_answers() -> None:
     half = asyncio.run(open_loop(Answers(["ok", "timeout"]), ITEMS, rate=200, duration=0.5,
                                  seed=2, slo_ms=50))
     ok, sent = half.statuses["ok"], half.sent
-    assert half.timeout_ratio == half.statuses["timeout"] / sent > 0.4
+    assert half.timeout_ratio == half.statuses["timeout"] / sent
+    assert abs(half.statuses["timeout"] - ok) <= 1  # every other job
     assert 0 < half.goodput_rate <= half.achieved_rate * ok / sent + 1e-9
     late = asyncio.run(open_loop(Answers(["ok"], delay=0.08), ITEMS, rate=100, duration=0.3,
                                  seed=2, slo_ms=50))
