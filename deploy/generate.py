@@ -47,8 +47,9 @@ class Panel:
 
     ``counts`` says what the first query's series add up to once ``rate(...)`` is taken off
     (``tests/test_ops.py`` checks it against what a test run sent): ``jobs`` (each job once),
-    ``worker_jobs`` (each job an RQ worker ran, once), ``lanes`` (each worker lane once),
-    ``queued`` (each waiting job once), or None.
+    ``worker_jobs`` (each job an RQ worker ran, once), ``decode_jobs`` (each decode result
+    once), ``error_jobs`` (each job answered with status error, once), ``lanes`` (each worker
+    lane once), ``queued`` (each waiting job once), or None.
     """
 
     title: str
@@ -116,10 +117,10 @@ PARSE_HEALTH = [
             '[$__range])))', "{{repair}}"),), kind="barchart", instant=True),
     Panel("Decode paths",
           ((f'sum by (path) (rate(toolcodec_decode_path_total{{job=~"$job"}}[{RATE}]))',
-            "{{path}}"),), "reqps"),
+            "{{path}}"),), "reqps", counts="decode_jobs"),
     Panel("Jobs that could not run, by error code (bad_request: the caller's)",
           ((f"sum by (code) (rate(toolcodec_job_errors_total{{{SEL}}}[{RATE}]))", "{{code}}"),),
-          "reqps"),
+          "reqps", counts="error_jobs"),
     Panel("HTTP requests by route and status code",
           ((f"sum by (route, code) (rate(toolcodec_http_requests_total{{{JOB}}}[{RATE}]))",
             "{{route}} {{code}}"),), "reqps"),

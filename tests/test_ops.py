@@ -317,7 +317,8 @@ def test_every_query_runs_and_counts_each_job_once(
                           "toolcodec-worker": [f"127.0.0.1:{worker.metrics_port}"]})
         runs = [load(local), load(remote), load(local, faults_only=True),
                 load(remote, faults_only=True)]
-        sent = {"all": sum(r["all"] for r in runs), "rq": runs[1]["rq"] + runs[3]["rq"]}
+        sent = {key: sum(r[key] for r in runs) for key in runs[0]}
+        sent["rq"] = runs[1]["rq"] + runs[3]["rq"]
         recorded = [name for name, _ in rule_exprs() if ":" in name]
         assert wait_for(lambda: all(query(url, name)["data"]["result"] for name in recorded),
                         90), [n for n in recorded if not query(url, n)["data"]["result"]]
@@ -334,8 +335,8 @@ def test_every_query_runs_and_counts_each_job_once(
                 empty.append(f"{name}: {expr}")
         assert not empty, "no data for:\n" + "\n".join(empty)
         # Each job once: the totals under every counting panel equal what was sent.
-        expected = {"jobs": sent["all"], "worker_jobs": sent["rq"],
-                    "lanes": 2 + 1, "queued": 0}
+        expected = {"jobs": sent["all"], "worker_jobs": sent["rq"], "lanes": 2 + 1,
+                    "queued": 0, "decode_jobs": sent["decode"], "error_jobs": sent["error"]}
         for where, panel in generate.all_panels():
             if panel.counts is None:
                 continue
@@ -357,14 +358,18 @@ def test_every_query_runs_and_counts_each_job_once(
 
 
 def load(serve: ServeProcess, faults_only: bool = False) -> dict[str, int]:
-    """A short load with faults through ``serve``; returns how many jobs it sent (``all``) and
-    how many of them an RQ worker runs (``rq``: the known ops; the rest the server answers)."""
-    sent = {"all": 0, "rq": 0}
+    """A short load with faults through ``serve``; returns how many jobs it sent (``all``), how
+    many of them an RQ worker runs (``rq``: the known ops; the rest the server answers), how
+    many were decodes answered with a result (``decode``) and how many were answered with
+    status error (``error``, HTTP 4xx/5xx other than a timeout or a lost worker)."""
+    sent = {"all": 0, "rq": 0, "decode": 0, "error": 0}
 
     def job(op: str, body: dict, runs: bool = True) -> None:
-        post(serve, op, body)
+        status = post(serve, op, body)
         sent["all"] += 1
         sent["rq"] += int(runs)
+        sent["decode"] += op == "decode" and status == 200
+        sent["error"] += status in (400, 413, 500)
 
     if not faults_only:
         for i in range(40):
