@@ -4,7 +4,10 @@
   the panel lists below (a small generator of our own: plain dicts, Grafana's JSON model);
 - ``deploy/prometheus/tests/toolcodec_test.yml``: the promtool unit tests, built from
   ``cases.yml`` with each expected alert's annotations rendered from the rules file, so that
-  runbook text lives in the rules alone.
+  runbook text lives in the rules alone;
+- ``deploy/k8s/prometheus-rule.yaml`` (a PrometheusRule with the rules file's groups) and
+  ``deploy/k8s/grafana-dashboards.yaml`` (a ConfigMap with the dashboards, for Grafana's
+  sidecar): what kube-prometheus-stack loads.
 
 ``python deploy/generate.py`` writes them; ``python deploy/generate.py --check`` exits 1 when a
 checked-in file differs from what would be generated (the tests run the same check). Every
@@ -29,74 +32,151 @@ DASHBOARDS = ROOT / "grafana" / "dashboards"
 RULES = ROOT / "deploy" / "prometheus" / "rules" / "toolcodec.yml"
 CASES = ROOT / "deploy" / "prometheus" / "tests" / "cases.yml"
 PROMTOOL_TESTS = ROOT / "deploy" / "prometheus" / "tests" / "toolcodec_test.yml"
+K8S = ROOT / "deploy" / "k8s"
+# The label kube-prometheus-stack selects PrometheusRules and ServiceMonitors on (its Helm
+# release name), and the one its Grafana sidecar loads dashboard ConfigMaps by.
+RELEASE_LABEL = {"release": "kube-prometheus-stack"}
+DASHBOARD_LABEL = {"grafana_dashboard": "1"}
 BUDGET_S = 0.05  # the 50 ms job budget drawn on latency panels
-DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
 
 @dataclass(frozen=True)
 class Panel:
+    """One panel: its queries as (PromQL, legend) pairs.
+
+    ``counts`` says what the first query's series add up to once ``rate(...)`` is taken off
+    (``tests/test_ops.py`` checks it against what a test run sent): ``jobs`` (each job once),
+    ``worker_jobs`` (each job an RQ worker ran, once), ``decode_jobs`` (each decode result
+    once), ``error_jobs`` (each job answered with status error, once), ``lanes`` (each worker
+    lane once), ``queued`` (each waiting job once), or None.
+    """
+
     title: str
-    exprs: tuple[str, ...]
+    targets: tuple[tuple[str, str], ...]
     unit: str = "short"
     kind: str = "timeseries"
-    legend: str = ""
     budget_line: bool = False
     expect_data: bool = True  # after a short load with faults (checked against Prometheus)
+    counts: str | None = None
+    instant: bool = False  # one value per series over the dashboard's range (bar charts)
+    stack: bool = False
 
 
 RATE = "$__rate_interval"
+# The template variables, in every caller-side selector: job, backend, op.
+SEL = 'job=~"$job", backend=~"$backend", op=~"$op"'
+JOB = 'job=~"$job"'
+BACKEND = 'job=~"$job", backend=~"$backend"'
+SLO_BAD = (f'(sum(increase(toolcodec_jobs_total{{{SEL}, outcome=~"timeout|worker_lost|rejected"}}'
+           f'[30d])) or vector(0)) + (sum(increase(toolcodec_job_errors_total{{{SEL}, '
+           f'code=~"internal_error|backend_unavailable"}}[30d])) or vector(0))')
+# Queue depth: the Redis queue is one list whatever the number of readers (max); each
+# process backend queues its own callers (sum).
+QUEUE = (f'max by (backend) (toolcodec_queue_depth{{{BACKEND}, backend="rq"}}) '
+         f'or sum by (backend) (toolcodec_queue_depth{{{BACKEND}, backend!="rq"}})')
 PARSE_HEALTH = [
-    Panel("Jobs per second by outcome",
-          (f"sum by (outcome) (rate(toolcodec_jobs_total[{RATE}]))",), "reqps",
-          legend="{{outcome}}"),
-    Panel("Success, failure and timeout ratios (5m)",
-          ("sum(toolcodec:success_ratio:rate5m)", "sum(toolcodec:failure_ratio:rate5m)",
-           "sum(toolcodec:timeout_ratio:rate5m)"), "percentunit"),
-    Panel("Job latency p50 / p95 / p99 against the budget",
-          tuple(f"histogram_quantile({q}, sum by (le) (rate("
-                f"toolcodec_job_duration_seconds_bucket[{RATE}])))"
+    Panel("Jobs per second by outcome (caller side: what clients got)",
+          ((f"sum by (outcome) (rate(toolcodec_jobs_total{{{SEL}}}[{RATE}]))", "{{outcome}}"),),
+          "reqps", counts="jobs", stack=True),
+    Panel("Outcome shares (5m; they add up to 100 %)",
+          ((f"sum by (outcome) (rate(toolcodec_jobs_total{{{SEL}}}[5m])) / ignoring (outcome) "
+            f"group_left sum(rate(toolcodec_jobs_total{{{SEL}}}[5m]))", "{{outcome}}"),),
+          "percentunit", stack=True),
+    Panel("Parse failures: returned results that could not be used (5m)",
+          (('toolcodec:parse_failure_ratio:rate5m{backend=~"$backend", op=~"$op"}',
+            "{{op}} {{backend}}"),), "percentunit"),
+    Panel("Why parses fail: result error codes",
+          ((f'sum by (code) (rate(toolcodec_result_errors_total{{job=~"$job", op=~"$op"}}'
+            f"[{RATE}]))", "{{code}}"),), "reqps"),
+    Panel("Job latency p50 / p95 / p99 against the budget (caller side)",
+          tuple((f"histogram_quantile({q}, sum by (le) (rate("
+                 f"toolcodec_job_duration_seconds_bucket{{{SEL}}}[{RATE}])))", f"p{q[2:4]}")
                 for q in ("0.50", "0.95", "0.99")), "s", budget_line=True),
-    Panel("SLO error ratio (answered in time, no error of ours), 5m and 1h",
-          ("toolcodec:slo_errors:ratio_rate5m", "toolcodec:slo_errors:ratio_rate1h"),
-          "percentunit"),
-    Panel("Queue depth", ("sum by (backend) (toolcodec_queue_depth)",), legend="{{backend}}"),
-    Panel("Workers by state", ("sum by (backend, state) (toolcodec_workers)",),
-          legend="{{backend}} {{state}}"),
-    Panel("Worker restarts", (f"sum by (backend, reason) (increase("
-                              f"toolcodec_worker_restarts_total[{RATE}]))",),
-          legend="{{backend}} {{reason}}"),
-    Panel("Top repair ids: what your models get wrong",
-          ("topk(10, sum by (repair) (increase(toolcodec_repairs_total[$__range])))",),
-          kind="barchart", legend="{{repair}}"),
-    Panel("Decode paths", (f"sum by (path) (rate(toolcodec_decode_path_total[{RATE}]))",),
-          "reqps", legend="{{path}}"),
-    Panel("Jobs that could not run, by error code",
-          (f"sum by (code) (rate(toolcodec_job_errors_total[{RATE}]))",), "reqps",
-          legend="{{code}}"),
+    Panel("SLO error ratio (answered in time, no error of ours)",
+          (("toolcodec:slo_errors:ratio_rate5m", "5m"), ("toolcodec:slo_errors:ratio_rate1h",
+                                                          "1h")), "percentunit"),
+    Panel("Error budget burn rate (1 = the 30-day budget lasts 30 days; pages at 14.4)",
+          (("toolcodec:slo_errors:ratio_rate1h / 0.001", "1h"),
+           ("toolcodec:slo_errors:ratio_rate6h / 0.001", "6h"))),
+    Panel("Error budget left, 30 days (SLO 99.9 %)",
+          ((f"1 - ({SLO_BAD}) / sum(increase(toolcodec_jobs_total{{{SEL}}}[30d])) / 0.001",
+            "budget left"),), "percentunit", kind="stat"),
+    Panel("Queue depth (jobs waiting for a worker)", ((QUEUE, "{{backend}}"),),
+          counts="queued"),
+    Panel("Worker lanes by state (each counted by the process that runs it)",
+          ((f"sum by (backend, state) (toolcodec_workers{{{BACKEND}}})",
+            "{{backend}} {{state}}"),
+           ('max by (queue, state) (toolcodec_rq_live_workers{job=~"$job"})',
+            "rq heartbeats {{queue}} {{state}}")), counts="lanes"),
+    Panel("Worker restarts",
+          ((f"sum by (backend, reason) (increase(toolcodec_worker_restarts_total{{{BACKEND}}}"
+            f"[{RATE}]))", "{{backend}} {{reason}}"),)),
+    Panel("Top repair ids over the dashboard's range: what your models get wrong",
+          (('topk(10, sum by (repair) (increase(toolcodec_repairs_total{job=~"$job"}'
+            '[$__range])))', "{{repair}}"),), kind="barchart", instant=True),
+    Panel("Decode paths",
+          ((f'sum by (path) (rate(toolcodec_decode_path_total{{job=~"$job"}}[{RATE}]))',
+            "{{path}}"),), "reqps", counts="decode_jobs"),
+    Panel("Jobs that could not run, by error code (bad_request: the caller's)",
+          ((f"sum by (code) (rate(toolcodec_job_errors_total{{{SEL}}}[{RATE}]))", "{{code}}"),),
+          "reqps", counts="error_jobs"),
     Panel("HTTP requests by route and status code",
-          (f"sum by (route, code) (rate(toolcodec_http_requests_total[{RATE}]))",), "reqps",
-          legend="{{route}} {{code}}"),
+          ((f"sum by (route, code) (rate(toolcodec_http_requests_total{{{JOB}}}[{RATE}]))",
+            "{{route}} {{code}}"),), "reqps"),
     Panel("Proxy: model errors left unrepaired",
-          (f"sum by (code) (rate(toolcodec_proxy_model_errors_total[{RATE}]))",), "reqps",
-          legend="{{code}}", expect_data=False),
+          ((f"sum by (code) (rate(toolcodec_proxy_model_errors_total{{{JOB}}}[{RATE}]))",
+            "{{code}}"),), "reqps", expect_data=False),
 ]
 CAPACITY = [
-    Panel("Throughput by op and backend",
-          (f"sum by (op, backend) (rate(toolcodec_jobs_total[{RATE}]))",), "reqps",
-          legend="{{op}} {{backend}}"),
-    Panel("Job latency p99 by op (recorded)", ("toolcodec:job_duration_seconds:p99",), "s",
-          budget_line=True, legend="{{op}} {{backend}}"),
-    Panel("Busy share of the workers",
-          ('sum by (backend) (toolcodec_workers{state="busy"}) '
-           "/ sum by (backend) (toolcodec_workers)",), "percentunit", legend="{{backend}}"),
-    Panel("HTTP request duration p99 by route",
-          (f"histogram_quantile(0.99, sum by (route, le) (rate("
-           f"toolcodec_http_request_duration_seconds_bucket[{RATE}])))",), "s",
-          legend="{{route}}"),
-    Panel("Queue depth", ("sum by (backend) (toolcodec_queue_depth)",), legend="{{backend}}"),
-    Panel("CPU of toolcodec processes",
-          (f'sum by (job, instance) (rate(process_cpu_seconds_total{{job=~"toolcodec.*"}}'
-           f"[{RATE}]))",), "percentunit", legend="{{job}} {{instance}}"),
+    Panel("Throughput by op and backend (caller side)",
+          ((f"sum by (op, backend) (rate(toolcodec_jobs_total{{{SEL}}}[{RATE}]))",
+            "{{op}} {{backend}}"),), "reqps", counts="jobs", stack=True),
+    Panel("What clients see: HTTP request p99 beside job p99",
+          ((f'histogram_quantile(0.99, sum by (le) (rate(toolcodec_http_request_duration_seconds'
+            f'_bucket{{{JOB}, route=~"/v1/.*"}}[{RATE}])))', "HTTP request p99 (at the door)"),
+           (f"histogram_quantile(0.99, sum by (le) (rate(toolcodec_job_duration_seconds_bucket"
+            f"{{{SEL}}}[{RATE}])))", "job p99 (caller)"),
+           (f"histogram_quantile(0.99, sum by (le) (rate(toolcodec_worker_job_duration_seconds"
+            f'_bucket{{job=~"$job", op=~"$op"}}[{RATE}])))', "job p99 (in the RQ worker)")),
+          "s", budget_line=True),
+    Panel("Job latency p99 by op (recorded)",
+          (('toolcodec:job_duration_seconds:p99{backend=~"$backend", op=~"$op"}',
+            "{{op}} {{backend}}"),), "s", budget_line=True),
+    Panel("Busy share of the worker lanes (1m average)",
+          (('toolcodec:workers_busy:share1m{backend=~"$backend"}', "{{backend}}"),),
+          "percentunit"),
+    Panel("Timeouts per second", ((f'sum by (op, backend) (rate(toolcodec_jobs_total{{{SEL}, '
+                                   f'outcome="timeout"}}[{RATE}]))', "{{op}} {{backend}}"),),
+          "reqps"),
+    Panel("Queue depth (jobs waiting for a worker)", ((QUEUE, "{{backend}}"),),
+          counts="queued"),
+    Panel("CPU of toolcodec processes and their worker processes (cores)",
+          ((f"sum by (job, instance) (rate(process_cpu_seconds_total{{{JOB}}}[{RATE}])) + "
+            f"sum by (job, instance) (rate(toolcodec_child_cpu_seconds_total{{{JOB}}}[{RATE}]))",
+            "{{job}} {{instance}}"),)),
+    Panel("RQ workers: jobs run per second by outcome (worker side: what ran)",
+          ((f'sum by (outcome) (rate(toolcodec_worker_jobs_total{{job=~"$job", op=~"$op"}}'
+            f"[{RATE}]))", "{{outcome}}"),), "reqps", counts="worker_jobs", stack=True),
+]
+VARIABLES = [
+    {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+     "current": {}, "hide": 0},
+    {"name": "job", "label": "Job", "type": "query", "datasource": {"uid": "${datasource}"},
+     "query": {"query": 'label_values(up{job=~"toolcodec.*"}, job)', "refId": "job"},
+     "definition": 'label_values(up{job=~"toolcodec.*"}, job)', "refresh": 2,
+     "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "hide": 0},
+    {"name": "backend", "label": "Backend", "type": "query",
+     "datasource": {"uid": "${datasource}"},
+     "query": {"query": "label_values(toolcodec_jobs_total, backend)", "refId": "backend"},
+     "definition": "label_values(toolcodec_jobs_total, backend)", "refresh": 2,
+     "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "hide": 0},
+    {"name": "op", "label": "Op", "type": "query", "datasource": {"uid": "${datasource}"},
+     "query": {"query": 'label_values(toolcodec_jobs_total{backend=~"$backend"}, op)',
+               "refId": "op"},
+     "definition": 'label_values(toolcodec_jobs_total{backend=~"$backend"}, op)',
+     "refresh": 2, "includeAll": True, "multi": True, "allValue": ".*", "current": {},
+     "hide": 0},
 ]
 
 
@@ -105,7 +185,7 @@ def dashboard(uid: str, title: str, panels: list[Panel]) -> dict[str, Any]:
         "uid": uid, "title": title, "tags": ["toolcodec"], "timezone": "browser",
         "schemaVersion": 39, "version": 1, "refresh": "30s",
         "time": {"from": "now-6h", "to": "now"}, "editable": True,
-        "templating": {"list": []}, "annotations": {"list": []},
+        "templating": {"list": VARIABLES}, "annotations": {"list": []},
         "panels": [_panel(i, p) for i, p in enumerate(panels)],
     }
 
@@ -114,17 +194,25 @@ def _panel(index: int, panel: Panel) -> dict[str, Any]:
     thresholds = [{"color": "green", "value": None}]
     if panel.budget_line:
         thresholds.append({"color": "red", "value": BUDGET_S})
+    custom: dict[str, Any] = {"thresholdsStyle": {"mode": "line" if panel.budget_line
+                                                  else "off"}}
+    if panel.stack:
+        custom["stacking"] = {"mode": "normal", "group": "A"}
+    if panel.unit == "percentunit" and panel.kind == "timeseries":
+        custom["axisSoftMax"] = 1
     return {
         "id": index + 1, "type": panel.kind, "title": panel.title, "datasource": DATASOURCE,
         "gridPos": {"h": 8, "w": 12, "x": 12 * (index % 2), "y": 8 * (index // 2)},
         "fieldConfig": {"defaults": {
             "unit": panel.unit, "thresholds": {"mode": "absolute", "steps": thresholds},
-            "custom": {"thresholdsStyle": {"mode": "line" if panel.budget_line else "off"}}},
-            "overrides": []},
-        "options": {"legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"}},
+            "custom": custom}, "overrides": []},
+        "options": {"legend": {"showLegend": True, "displayMode": "list", "placement": "bottom",
+                               "calcs": []}},
         "targets": [{"refId": chr(ord("A") + i), "datasource": DATASOURCE, "expr": expr,
-                     "legendFormat": panel.legend}
-                    for i, expr in enumerate(panel.exprs)],
+                     "legendFormat": legend, "instant": panel.instant,
+                     "range": not panel.instant,
+                     **({"format": "table"} if panel.instant else {})}
+                    for i, (expr, legend) in enumerate(panel.targets)],
     }
 
 
@@ -159,6 +247,27 @@ def _render(template: str, labels: dict[str, Any]) -> str:
                   template)
 
 
+# -- Kubernetes: the rules and dashboards as the Prometheus Operator and Grafana load them ------
+
+
+def prometheus_rule() -> dict[str, Any]:
+    """A PrometheusRule (monitoring.coreos.com/v1) holding the rules file's groups."""
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+            "metadata": {"name": "toolcodec",
+                         "labels": {"app.kubernetes.io/name": "toolcodec", **RELEASE_LABEL}},
+            "spec": yaml.safe_load(RULES.read_text())}
+
+
+def dashboard_config_map() -> dict[str, Any]:
+    """A ConfigMap with both dashboards, labelled for Grafana's dashboard sidecar."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "toolcodec-dashboards",
+                         "labels": {"app.kubernetes.io/name": "toolcodec", **DASHBOARD_LABEL},
+                         "annotations": {"grafana_folder": "toolcodec"}},
+            "data": {path.name: json.dumps(body, sort_keys=True, separators=(",", ":"))
+                     for path, body in dashboards().items()}}
+
+
 # -- writing and checking ------------------------------------------------------------------------
 
 
@@ -168,16 +277,25 @@ def rendered() -> dict[Path, str]:
     header = "# Generated by deploy/generate.py from cases.yml and the rules: do not edit.\n"
     files[PROMTOOL_TESTS] = header + yaml.safe_dump(promtool_tests(), sort_keys=False,
                                                     width=100)
+    k8s_header = ("# Generated by deploy/generate.py from deploy/prometheus/rules and the "
+                  "dashboards: do not edit.\n")
+    files[K8S / "prometheus-rule.yaml"] = k8s_header + yaml.safe_dump(
+        prometheus_rule(), sort_keys=False, width=100)
+    files[K8S / "grafana-dashboards.yaml"] = k8s_header + yaml.safe_dump(
+        dashboard_config_map(), sort_keys=False, width=100)
     return files
 
 
 def all_queries() -> list[tuple[str, str, bool]]:
     """(where, PromQL, data expected) for every dashboard panel target."""
-    out = []
-    for name, panels in (("parse-health", PARSE_HEALTH), ("capacity", CAPACITY)):
-        for panel in panels:
-            out += [(f"{name}: {panel.title}", e, panel.expect_data) for e in panel.exprs]
-    return out
+    return [(where, expr, panel.expect_data) for where, panel in all_panels()
+            for expr, _ in panel.targets]
+
+
+def all_panels() -> list[tuple[str, Panel]]:
+    return [(f"{name}: {panel.title}", panel)
+            for name, panels in (("parse-health", PARSE_HEALTH), ("capacity", CAPACITY))
+            for panel in panels]
 
 
 def main(argv: list[str]) -> int:

@@ -233,6 +233,9 @@ def _serve_parser(sub: Any) -> None:
                             "payload_too_large (default: 10 MiB)")
     serve.add_argument("--drain-s", type=float, default=10.0,
                        help="on SIGTERM, how long in-flight requests may finish (default: 10)")
+    serve.add_argument("--shutdown-delay-s", type=float, default=5.0,
+                       help="on SIGTERM, how long /readyz fails while requests are still "
+                            "served, before the socket closes (default: 5; 0: close at once)")
     serve.add_argument("--upstream", default=None, metavar="URL",
                        help="model server to proxy /v1/chat/completions and /v1/models to")
     serve.add_argument("--upstream-key-env", default=None, metavar="VAR",
@@ -291,6 +294,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                  "request_deadline_s", "heartbeat_s", "header_timeout_s"):
         if not (0 < getattr(args, name) <= 3600):
             raise CliError(f"--{name.replace('_', '-')} must be between 0 and 3600 seconds")
+    if not 0 <= args.shutdown_delay_s <= 3600:
+        raise CliError("--shutdown-delay-s must be between 0 and 3600 seconds")
     from toolcodec.pool.proxy.settings import ModelSettings, SettingsError
 
     try:
@@ -310,7 +315,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                            max_depth=args.max_depth,
                            max_payload_chars=args.max_payload_chars, models=models,
                            proxy=proxy, header_timeout_s=args.header_timeout_s,
-                           max_header_bytes=args.max_header_bytes))
+                           max_header_bytes=args.max_header_bytes,
+                           shutdown_delay_s=args.shutdown_delay_s))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -141,6 +141,69 @@ def test_slo_search_brackets_the_answer() -> None:
     assert out["ceiling"]["achieved_rate"] <= 50
 
 
+class Servers:
+    """``n`` servers with a fixed service time: capacity n / service jobs/s, which a closed
+    loop with fewer callers than servers cannot reach (an HTTP server far from its limit)."""
+
+    name = "servers"
+
+    def __init__(self, n: int, service: float) -> None:
+        self.n, self.service, self.slots = n, service, None
+
+    async def call(self, op, payload):
+        self.slots = self.slots or asyncio.Semaphore(self.n)
+        async with self.slots:
+            await asyncio.sleep(self.service)
+        return "ok"
+
+    async def close(self):
+        pass
+
+
+class Answers:
+    """Answers every job after ``delay`` s with the next status of ``statuses`` in turn."""
+
+    name = "answers"
+
+    def __init__(self, statuses: list[str], delay: float = 0.0) -> None:
+        self.statuses, self.delay, self.i = statuses, delay, 0
+
+    async def call(self, op, payload):
+        self.i += 1
+        status = self.statuses[self.i % len(self.statuses)]
+        await asyncio.sleep(self.delay)
+        return status
+
+    async def close(self):
+        pass
+
+
+def test_goodput_leaves_out_timeouts_and_late_answers() -> None:
+    half = asyncio.run(open_loop(Answers(["ok", "timeout"]), ITEMS, rate=200, duration=0.5,
+                                 seed=2, slo_ms=50))
+    ok, sent = half.statuses["ok"], half.sent
+    assert half.timeout_ratio == half.statuses["timeout"] / sent
+    assert abs(half.statuses["timeout"] - ok) <= 1  # every other job
+    assert 0 < half.goodput_rate <= half.achieved_rate * ok / sent + 1e-9
+    late = asyncio.run(open_loop(Answers(["ok"], delay=0.08), ITEMS, rate=100, duration=0.3,
+                                 seed=2, slo_ms=50))
+    assert late.statuses == {"ok": late.sent} and late.achieved_rate > 0
+    assert late.goodput_rate == 0  # every answer came after the SLO
+
+
+def test_the_search_goes_past_an_underrated_ceiling_until_it_brackets_the_limit() -> None:
+    # 8 servers of 50 ms: 160 jobs/s; two closed-loop callers see at most 40 jobs/s. The old
+    # sweep stopped at 1.2 x 40 with every step passing and no capacity found.
+    settings = capacity.Settings(slo_ms=200, duration=1.0, warmup=0.1, concurrency=2,
+                                 bisect_steps=0)
+    out = asyncio.run(capacity.measure(Servers(8, 0.05), ITEMS, settings)).to_dict(settings)
+    ceiling = out["ceiling"]["achieved_rate"]
+    assert ceiling <= 40
+    assert out["bracketed"] and out["rate_at_slo"] >= 1.2 * 1.5 * ceiling - 0.01
+    assert out["first_failing_rate"] <= 2 * 160 * 1.5  # stopped near the real limit
+    assert out["rate_at_slo_per_core"] == out["rate_at_slo"]  # cores: 1 by default
+
+
 # -- real targets -------------------------------------------------------------------------------
 
 
@@ -215,7 +278,12 @@ def test_cli_runs_and_reports_usage_errors(tmp_path: Path) -> None:
            "--duration", "0.2", "--corpus-size", "40", "--out", str(tmp_path), "--no-plots"]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "rate@SLO" in done.stdout and (tmp_path / "report.json").exists()
+    assert "rate@SLO" in done.stdout and "goodput" in done.stdout
+    assert "% inprocess: open loop at" in done.stderr  # progress lines when not on a terminal
+    written = orjson.loads((tmp_path / "report.json").read_bytes())["targets"][0]
+    assert written["cores"] == 1 and written["rate_at_slo_per_core"] == written["rate_at_slo"]
+    assert {"goodput_at_slo", "timeout_ratio_at_slo"} <= set(written)
+    assert all("goodput_rate" in step for step in written["steps"])
     again = subprocess.run([sys.executable, "-m", "toolcodec.pool.cli", "bench", "compare",
                             str(tmp_path / "report.json"), str(tmp_path / "report.json")],
                            cwd=REPO, capture_output=True, text=True, timeout=60)

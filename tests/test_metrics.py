@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from toolcodec.worker import metrics as names
-from toolcodec.worker.metrics import HELP, Metrics
+from toolcodec.worker.metrics import HELP, LiveWorkers, Metrics
 
 
 @pytest.fixture
@@ -122,9 +124,10 @@ def test_exposition_keeps_the_documented_names_types_and_help(
     m.observe("decode", "process", env("error") | {"error": {"code": "bad_request"}})
     m.observe("validate_result", "process", env("ok", {"ok": True, "tool": "t",
                                                        "mode": "structured"}))
+    registry.register(LiveWorkers("q", lambda: {"idle": 1}))
     text = generate_latest(registry).decode()
     kinds = {names.JOB_DURATION_SECONDS: "histogram", names.QUEUE_DEPTH: "gauge",
-             names.WORKERS: "gauge"}
+             names.WORKERS: "gauge", names.RQ_LIVE_WORKERS: "gauge"}
     for name, (doc, _labels) in HELP.items():
         assert f"# HELP {name} {doc}\n# TYPE {name} {kinds.get(name, 'counter')}\n" in text
     assert 'toolcodec_jobs_total{backend="process",op="decode",outcome="success"} 1.0' in text
@@ -174,3 +177,70 @@ def test_ops_outside_the_closed_set_are_counted_as_unknown(registry: CollectorRe
     assert value(registry, "toolcodec_jobs_total", op="unknown", backend="process",
                  outcome="failure") == 3
     assert "decode2" not in generate_latest(registry).decode()
+
+
+def test_the_worker_side_never_exports_a_callers_per_job_name() -> None:
+    """A dashboard summing every target counts a job once: the caller's names are not on a
+    worker's endpoint, and results (repairs, paths, error codes) are counted by the caller."""
+    caller, worker = CollectorRegistry(), CollectorRegistry()
+    result = {"ok": False, "path": "json", "repairs": ["json.x"],
+              "errors": [{"code": "schema_violation", "message": "m"}]}
+    Metrics(caller).observe("decode", "rq", env("ok", result))
+    w = Metrics(worker, side="worker")
+    w.observe("decode", "rq", env("ok", result))
+    w.queue_depth.labels("rq").set(4)
+    caller_names = {s.name for f in caller.collect() for s in f.samples}
+    worker_names = {s.name for f in worker.collect() for s in f.samples}
+    assert "toolcodec_jobs_total" in caller_names
+    assert value(worker, "toolcodec_worker_jobs_total", op="decode", backend="rq",
+                 outcome="failure") == 1
+    assert value(worker, "toolcodec_worker_job_duration_seconds_count", op="decode",
+                 backend="rq") == 1
+    assert value(worker, "toolcodec_worker_queue_depth", backend="rq") == 4
+    per_job = {"toolcodec_jobs_total", "toolcodec_job_duration_seconds_count",
+               "toolcodec_repairs_total", "toolcodec_decode_path_total",
+               "toolcodec_result_errors_total", "toolcodec_queue_depth",
+               "toolcodec_job_errors_total"}
+    assert not per_job & worker_names, per_job & worker_names
+
+
+def test_result_error_codes_are_counted_once_per_result(registry: CollectorRegistry) -> None:
+    m = Metrics(registry)
+    errors = [{"code": "schema_violation", "message": "a"},
+              {"code": "schema_violation", "message": "b"},
+              {"code": "unknown_tool", "message": "c"}, {"code": "made_up", "message": "d"}]
+    m.observe("decode", "process", env("ok", {"ok": False, "errors": errors}))
+    m.observe("decode", "process", env("ok", {"ok": True, "errors": []}))
+    name = "toolcodec_result_errors_total"
+    assert value(registry, name, op="decode", code="schema_violation") == 1
+    assert value(registry, name, op="decode", code="unknown_tool") == 1
+    assert value(registry, name, op="decode", code="other") == 1  # label values stay closed
+
+
+def test_buckets_bracket_the_job_budget(registry: CollectorRegistry) -> None:
+    m = Metrics(registry)
+    for ms in (28, 35, 45, 55):
+        m.observe("repair", "process", env("ok", {"ok": True}, elapsed_ms=ms))
+    labels = {"op": "repair", "backend": "process"}
+    got = [value(registry, "toolcodec_job_duration_seconds_bucket", le=le, **labels)
+           for le in ("0.025", "0.03", "0.04", "0.05", "0.06")]
+    assert got == [0, 1, 2, 3, 4]
+
+
+def test_child_cpu_counts_live_children_and_keeps_them_after_they_exit(
+        registry: CollectorRegistry) -> None:
+    """The decoding runs in child processes; process_cpu_seconds_total leaves them out."""
+    Metrics(registry)
+
+    def cpu() -> float:
+        return value(registry, "toolcodec_child_cpu_seconds_total")
+
+    before = cpu()
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        while cpu() < before + 0.2:  # read from /proc while the child runs
+            assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+    assert cpu() >= before + 0.2  # reaped: now in RUSAGE_CHILDREN, never lower

@@ -9,8 +9,11 @@ The static checks: promtool, docker-compose, kubernetes-validate, and the genera
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -19,9 +22,9 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+import redis
 import yaml
-from toolcodec.pool import Pool
-from toolcodec.pool.metric_catalog import exported_series
+from toolcodec.pool.metric_catalog import exported_labels, exported_series
 
 from tests.redis_server import free_port
 from tests.serve_process import ServeProcess
@@ -75,12 +78,56 @@ def test_every_alert_has_a_unit_test_that_fires_and_a_quiet_one() -> None:
 
 def test_queries_name_only_exported_metrics() -> None:
     known = exported_series() | {"up", "process_cpu_seconds_total"}
+    assert "toolcodec_child_cpu_seconds_total" in known
     recorded = {name for name, _ in rule_exprs() if ":" in name}
     exprs = [e for _, e, _ in generate.all_queries()] + [e for _, e in rule_exprs()]
     for expr in exprs:
         for name in re.findall(r"[a-z_:]+(?=\{|\[|\)| |$)", expr):
             if name.startswith("toolcodec") or name in ("up", "process_cpu_seconds_total"):
                 assert name in known or name in recorded, f"{name} in {expr}"
+
+
+def test_promtool_cases_feed_only_series_real_processes_export() -> None:
+    """No invented series: every input series of the alert tests has the name and the labels
+    a real toolcodec process gives it (plus job and instance, which the scrape adds)."""
+    exported = exported_labels()
+    cases = yaml.safe_load(generate.CASES.read_text())["tests"]
+    for test in cases:
+        for series in test["input_series"]:
+            name, _, body = series["series"].partition("{")
+            labels = set(re.findall(r'(\w+)="', body))
+            if name == "up":
+                assert labels == {"job", "instance"}, series
+                continue
+            assert name in exported, series
+            assert labels == exported[name] | {"job", "instance"}, (series, exported[name])
+
+
+def test_worker_side_and_caller_side_names_do_not_overlap_where_dashboards_sum() -> None:
+    """The per-job series a dashboard sums over every target come from one side only."""
+    from toolcodec.worker.metrics import WORKER_NAMES
+
+    exported = exported_labels()
+    for caller_name, worker_name in WORKER_NAMES.items():
+        assert worker_name != caller_name
+        assert any(n.startswith(worker_name) for n in exported), worker_name
+
+
+def test_dashboards_have_variables_legends_and_an_instant_top_list() -> None:
+    for path, board in generate.dashboards().items():
+        names = [v["name"] for v in board["templating"]["list"]]
+        assert names == ["datasource", "job", "backend", "op"], path
+        for panel in board["panels"]:
+            assert panel["datasource"]["uid"] == "${datasource}"
+            assert panel["options"]["legend"]["showLegend"]
+            for target in panel["targets"]:
+                assert target["legendFormat"], (panel["title"], target["expr"])
+    (top,) = [p for _, p in generate.all_panels() if p.title.startswith("Top repair ids")]
+    assert top.instant and "$__range" in top.targets[0][0]
+    percent = [p for _, p in generate.all_panels() if p.unit == "percentunit"]
+    for panel in percent:  # a ratio panel never adds ratios of several ops
+        for expr, _ in panel.targets:
+            assert not re.match(r"\s*sum\(toolcodec:\w*ratio", expr), expr
 
 
 def test_compose_file_is_valid() -> None:
@@ -91,36 +138,91 @@ def test_compose_file_is_valid() -> None:
     services = yaml.safe_load(out.stdout)["services"]
     assert {"redis", "worker", "serve", "prometheus", "grafana"} <= set(services)
     assert all("healthcheck" in s for s in services.values())
+    assert all(s.get("restart") == "unless-stopped" for s in services.values())
+
+
+def k8s_docs() -> list[dict]:
+    return [doc for path in sorted((ROOT / "deploy" / "k8s").glob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text())]
+
+
+CUSTOM = {"ScaledObject": "keda.sh/v1alpha1", "ServiceMonitor": "monitoring.coreos.com/v1",
+          "PrometheusRule": "monitoring.coreos.com/v1"}
 
 
 def test_kubernetes_manifests_are_valid() -> None:
     import kubernetes_validate
 
     kinds = []
-    for path in sorted((ROOT / "deploy" / "k8s").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            kinds.append(doc["kind"])
-            if doc["kind"] in ("ScaledObject", "ServiceMonitor"):
-                check_custom_resource(doc)  # CRDs kubernetes-validate has no schema for
-            else:
-                kubernetes_validate.validate(doc, "1.30", strict=True)
+    for doc in k8s_docs():
+        kinds.append(doc["kind"])
+        if doc["kind"] in CUSTOM:
+            check_custom_resource(doc)  # CRDs kubernetes-validate has no schema for
+        else:
+            kubernetes_validate.validate(doc, "1.30", strict=True)
     assert {"Deployment", "Service", "HorizontalPodAutoscaler", "ScaledObject",
-            "ServiceMonitor"} <= set(kinds)
+            "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget",
+            "NetworkPolicy"} <= set(kinds)
 
 
 def check_custom_resource(doc: dict) -> None:
     """The fields KEDA and the Prometheus Operator require, checked by hand."""
-    assert doc["metadata"]["name"]
+    assert doc["metadata"]["name"] and doc["apiVersion"] == CUSTOM[doc["kind"]]
     if doc["kind"] == "ScaledObject":
-        assert doc["apiVersion"] == "keda.sh/v1alpha1"
         assert doc["spec"]["scaleTargetRef"]["name"] == "toolcodec-worker"
         (trigger,) = doc["spec"]["triggers"]
-        assert trigger["type"] == "redis" and trigger["metadata"]["listName"] == \
-            "rq:queue:toolcodec"
-        assert int(trigger["metadata"]["listLength"]) > 0
-    else:
-        assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+        # Busy lanes, not the queue's length: a 50 ms queue stays short while jobs time out.
+        assert trigger["type"] == "prometheus" and float(trigger["metadata"]["threshold"]) > 0
+        assert "toolcodec_worker_job_duration_seconds_sum" in trigger["metadata"]["query"]
+    elif doc["kind"] == "ServiceMonitor":
+        assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
         assert {e["port"] for e in doc["spec"]["endpoints"]} == {"http", "metrics"}
+    else:
+        assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+        assert doc["spec"] == yaml.safe_load(RULES.read_text())
+
+
+def test_kubernetes_pods_meet_the_restricted_pod_security_standard() -> None:
+    """The "restricted" profile's checks (kubernetes.io/docs/concepts/security/
+    pod-security-standards), a pinned image with a pull policy, and spread replicas."""
+    pods = [doc for doc in k8s_docs() if doc["kind"] == "Deployment"]
+    assert {p["metadata"]["name"] for p in pods} == {"toolcodec-serve", "toolcodec-worker",
+                                                      "toolcodec-redis"}
+    for deployment in pods:
+        spec = deployment["spec"]["template"]["spec"]
+        pod = spec["securityContext"]
+        assert pod["runAsNonRoot"] is True and pod["seccompProfile"]["type"] == "RuntimeDefault"
+        assert not spec.get("hostNetwork") and not spec.get("hostPID")
+        assert all("hostPath" not in v for v in spec.get("volumes", []))
+        for container in spec["containers"]:
+            sc = container["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == \
+                ["ALL"] and not sc.get("privileged")
+            assert ":" in container["image"] and not container["image"].endswith(":latest")
+            assert container["imagePullPolicy"] in ("IfNotPresent", "Always")
+        if deployment["metadata"]["name"] != "toolcodec-redis":
+            assert spec["affinity"]["podAntiAffinity"], deployment["metadata"]["name"]
+    serve = next(p for p in pods if p["metadata"]["name"] == "toolcodec-serve")
+    container = serve["spec"]["template"]["spec"]["containers"][0]
+    assert container["lifecycle"]["preStop"]
+    args = container["args"]
+    delay, drain = (float(args[args.index(f) + 1]) for f in ("--shutdown-delay-s", "--drain-s"))
+    pre_stop = float(container["lifecycle"]["preStop"]["exec"]["command"][-1])
+    assert pre_stop + delay + drain < serve["spec"]["template"]["spec"][
+        "terminationGracePeriodSeconds"]
+    budgets = {d["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/component")
+               for d in k8s_docs() if d["kind"] == "PodDisruptionBudget"}
+    assert budgets == {"serve", "worker"}
+    redis_args = " ".join(next(p for p in pods if p["metadata"]["name"] == "toolcodec-redis")[
+        "spec"]["template"]["spec"]["containers"][0]["command"])
+    assert "--requirepass" in redis_args
+
+
+def test_dashboards_ship_as_a_config_map_for_grafanas_sidecar() -> None:
+    (config_map,) = [d for d in k8s_docs() if d["kind"] == "ConfigMap"]
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = {name: json.loads(text) for name, text in config_map["data"].items()}
+    assert shipped == {path.name: body for path, body in generate.dashboards().items()}
 
 
 # -- the real thing -------------------------------------------------------------------------------
@@ -128,16 +230,18 @@ def check_custom_resource(doc: dict) -> None:
 
 @pytest.fixture
 def prometheus(tmp_path, request):
-    """A real Prometheus on a free port; call it with the scrape targets."""
+    """A real Prometheus on a free port, evaluating the project's rules every second; call it
+    with {job: [targets]}."""
     procs = []
 
-    def start(targets: dict[str, str]) -> str:
+    def start(targets: dict[str, list[str]]) -> str:
         port = free_port()
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(RULES)],
-            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [target]}]}
-                               for job, target in targets.items()],
+            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": addresses}]}
+                               for job, addresses in {**targets, "prometheus": [
+                                   f"127.0.0.1:{port}"]}.items()],
         }
         (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
         proc = subprocess.Popen([tool("prometheus"), f"--config.file={tmp_path}/prometheus.yml",
@@ -171,26 +275,53 @@ def wait_for(predicate, timeout: float) -> bool:
     return predicate()
 
 
+# Grafana's variables as "All" and its range variables as fixed windows.
+_VARIABLES = {"$__rate_interval": "1m", "$__range": "5m", "$job": ".*", "$backend": ".*",
+              "$op": ".*"}
+
+
 def query(url: str, expr: str) -> dict:
-    expr = expr.replace("$__rate_interval", "1m").replace("$__range", "5m")
+    for name, value in _VARIABLES.items():
+        expr = expr.replace(name, value)
     return httpx.get(url + "/api/v1/query", params={"query": expr}, timeout=10).json()
 
 
+def total(url: str, expr: str) -> float:
+    """The panel's series with rate()/increase() taken off (the raw totals), added up."""
+    raw = re.sub(r"(?:rate|increase)\(([^\[\]]*?)\[[^\]]+\]\)", r"\1", expr)
+    return sum(float(r["value"][1]) for r in query(url, raw)["data"]["result"])
+
+
+def post(serve: ServeProcess, op: str, body: dict) -> int:
+    return httpx.post(f"{serve.url}/v1/{op}", content=orjson.dumps(body),
+                      headers={"content-type": "application/json"}, timeout=30).status_code
+
+
+FAULTS = {"TOOLCODEC_FAULT_INJECTION": "1"}
+TOOLS = [{"name": "f", "parameters": {"type": "object", "properties": {
+    "a": {"type": "integer"}}, "required": ["a"]}}]
+
+
 @pytest.mark.redis
-def test_every_query_runs_on_prometheus_scraping_the_service_and_a_worker(
+def test_every_query_runs_and_counts_each_job_once(
         prometheus, redis_server, queue_name, start_rq_worker) -> None:
+    """serve (process backend), serve (rq backend) and an RQ worker, all scraped; after a load
+    with faults every panel and rule has data, and the panels' totals equal what was sent."""
     worker = start_rq_worker(concurrency=1, metrics=True)
-    faults = {"TOOLCODEC_FAULT_INJECTION": "1"}
-    serve = ServeProcess("--workers", "2", "--timeout-ms", "2000", env=faults).start()
+    local = ServeProcess("--workers", "2", "--timeout-ms", "2000", env=FAULTS).start()
+    remote = ServeProcess("--backend", "rq", "--redis-url", redis_server.url, "--queue",
+                          queue_name, "--timeout-ms", "2000", env=FAULTS).start()
     try:
-        url = prometheus({"toolcodec-serve": f"127.0.0.1:{serve.port}",
-                          "toolcodec-worker": f"127.0.0.1:{worker.metrics_port}"})
-        load(serve, redis_server.url, queue_name)
+        url = prometheus({"toolcodec-serve": [f"127.0.0.1:{local.port}",
+                                              f"127.0.0.1:{remote.port}"],
+                          "toolcodec-worker": [f"127.0.0.1:{worker.metrics_port}"]})
+        runs = [load(local), load(remote), load(local, faults_only=True),
+                load(remote, faults_only=True)]
+        sent = {key: sum(r[key] for r in runs) for key in runs[0]}
+        sent["rq"] = runs[1]["rq"] + runs[3]["rq"]
         recorded = [name for name, _ in rule_exprs() if ":" in name]
         assert wait_for(lambda: all(query(url, name)["data"]["result"] for name in recorded),
-                        60), "recording rules not evaluated on the scraped data"
-        assert wait_for(lambda: query(url, 'up{job="toolcodec-worker"} == 1')["data"][
-            "result"], 30)
+                        90), [n for n in recorded if not query(url, n)["data"]["result"]]
         empty = []
         for where, expr, expect_data in generate.all_queries():
             got = query(url, expr)
@@ -203,31 +334,101 @@ def test_every_query_runs_on_prometheus_scraping_the_service_and_a_worker(
             if ":" in name and not got["data"]["result"]:
                 empty.append(f"{name}: {expr}")
         assert not empty, "no data for:\n" + "\n".join(empty)
+        # Each job once: the totals under every counting panel equal what was sent.
+        expected = {"jobs": sent["all"], "worker_jobs": sent["rq"], "lanes": 2 + 1,
+                    "queued": 0, "decode_jobs": sent["decode"], "error_jobs": sent["error"]}
+        for where, panel in generate.all_panels():
+            if panel.counts is None:
+                continue
+            expr = panel.targets[0][0]
+            want = expected[panel.counts]
+            assert wait_for(lambda e=expr, w=want: total(url, e) == w, 60), \
+                (where, expr, total(url, expr), want)
+        for where, panel in generate.all_panels():  # shares are shares: never over 100 %
+            if panel.unit == "percentunit":
+                for expr, _ in panel.targets:
+                    values = [float(r["value"][1]) for r in query(url, expr)["data"]["result"]]
+                    assert all(v <= 1.0 + 1e-9 for v in values), (where, expr, values)
+        (shares,) = [p for _, p in generate.all_panels() if p.title.startswith("Outcome shares")]
+        got = query(url, shares.targets[0][0])["data"]["result"]
+        assert abs(sum(float(r["value"][1]) for r in got) - 1.0) < 1e-9
+    finally:
+        local.stop()
+        remote.stop()
+
+
+def load(serve: ServeProcess, faults_only: bool = False) -> dict[str, int]:
+    """A short load with faults through ``serve``; returns how many jobs it sent (``all``), how
+    many of them an RQ worker runs (``rq``: the known ops; the rest the server answers), how
+    many were decodes answered with a result (``decode``) and how many were answered with
+    status error (``error``, HTTP 4xx/5xx other than a timeout or a lost worker)."""
+    sent = {"all": 0, "rq": 0, "decode": 0, "error": 0}
+
+    def job(op: str, body: dict, runs: bool = True) -> None:
+        status = post(serve, op, body)
+        sent["all"] += 1
+        sent["rq"] += int(runs)
+        sent["decode"] += op == "decode" and status == 200
+        sent["error"] += status in (400, 413, 500)
+
+    if not faults_only:
+        for i in range(40):
+            job("decode", {"text": f'<tool_call>{{"name": "f", "arguments": {{"a": "{i}",}}}}'
+                                   "</tool_call>", "tools": TOOLS})
+            job("decode", {"text": '<tool_call>{"name": "f", "arguments": {"a": 1+1}}'
+                                   "</tool_call>", "tools": TOOLS})
+            job("repair", {"text": "{'a': 1,}"})
+        job("nope", {}, runs=False)
+        job("repair", {"text": 5})
+        return sent
+    job("_sleep", {"seconds": 1, "timeout_ms": 50})
+    job("_crash", {})
+    job("repair", {"text": "[2,"})
+    return sent
+
+
+@pytest.mark.redis
+def test_a_fresh_service_pages_nobody_then_killing_every_worker_fails_readiness_and_pages(
+        prometheus, redis_server, queue_name, start_rq_worker) -> None:
+    """Two minutes of rule evaluation (one a second) over a fresh serve + two RQ workers under
+    light traffic fire nothing; then every worker is SIGKILLed: /readyz fails and
+    ToolcodecNoWorkers fires. The queue panel counts the waiting jobs once."""
+    workers = [start_rq_worker(concurrency=1, metrics=True) for _ in range(2)]
+    serve = ServeProcess("--backend", "rq", "--redis-url", redis_server.url, "--queue",
+                         queue_name, "--timeout-ms", "250").start()
+    try:
+        url = prometheus({"toolcodec-serve": [f"127.0.0.1:{serve.port}"],
+                          "toolcodec-worker": [f"127.0.0.1:{w.metrics_port}" for w in workers]})
+        assert wait_for(lambda: httpx.get(serve.url + "/readyz").status_code == 200, 30)
+
+        def evaluations() -> float:
+            got = query(url, 'prometheus_rule_group_iterations_total{rule_group=~".*;'
+                             'toolcodec-alerts"}')["data"]["result"]
+            return float(got[0]["value"][1]) if got else 0.0
+
+        def firing() -> list[str]:
+            got = query(url, 'ALERTS{alertstate="firing"}')["data"]["result"]
+            return [r["metric"]["alertname"] for r in got]
+
+        assert wait_for(lambda: evaluations() > 0, 30), "Prometheus does not scrape itself"
+        start = evaluations()
+        while evaluations() < start + 120:  # light traffic: one small job per loop turn
+            assert post(serve, "repair", {"text": "[1, 2,"}) == 200
+            assert firing() == []
+        assert query(url, 'toolcodec:rq_live_workers:max')["data"]["result"][0]["value"][1] == "2"
+
+        for w in workers:
+            os.killpg(w.proc.pid, signal.SIGKILL)  # no clean-up runs: heartbeats just stop
+            w.proc.wait(10)
+        assert wait_for(lambda: httpx.get(serve.url + "/readyz").status_code == 503, 60)
+        reason = httpx.get(serve.url + "/readyz").json()["reason"]
+        assert "heartbeat" in reason, reason
+
+        client = redis.Redis.from_url(redis_server.url)
+        client.rpush(f"rq:queue:{queue_name}", "waiting-1", "waiting-2", "waiting-3")
+        (queue,) = [p for _, p in generate.all_panels() if p.title.startswith("Queue depth")][:1]
+        assert wait_for(lambda: total(url, queue.targets[0][0]) == 3, 30)
+
+        assert wait_for(lambda: "ToolcodecNoWorkers" in firing(), 240), firing()
     finally:
         serve.stop()
-
-
-def load(serve: ServeProcess, redis_url: str, queue: str) -> None:
-    """A short load with faults through the service (process backend) and the RQ worker."""
-    def post(op: str, body: dict) -> int:
-        return httpx.post(f"{serve.url}/v1/{op}", content=orjson.dumps(body),
-                          headers={"content-type": "application/json"}, timeout=30).status_code
-
-    tools = [{"name": "f", "parameters": {"type": "object", "properties": {
-        "a": {"type": "integer"}}, "required": ["a"]}}]
-    for i in range(40):
-        post("decode", {"text": f'<tool_call>{{"name": "f", "arguments": {{"a": "{i}",}}}}'
-                                "</tool_call>", "tools": tools})
-        post("decode", {"text": '<tool_call>{"name": "f", "arguments": {"a": 1+1}}</tool_call>',
-                        "tools": tools})
-        post("repair", {"text": "{'a': 1,}"})
-    post("nope", {})
-    post("repair", {"text": 5})
-    post("_sleep", {"seconds": 1, "timeout_ms": 50})
-    post("_crash", {})
-    with Pool("rq", redis_url=redis_url, queue=queue, timeout_ms=2000) as pool:
-        for _ in range(20):
-            pool.submit("repair", {"text": "[1,"})
-        pool.submit("_sleep", {"seconds": 1}, timeout_ms=50)
-        pool.submit("_crash", {}, timeout_ms=2000)
-        pool.submit("repair", {"text": "[2,"})

@@ -44,7 +44,7 @@ def scrape(port: int) -> dict[tuple[str, tuple], float]:
 
 def worker_count(port: int, op: str, outcome: str) -> float:
     labels = (("backend", "rq"), ("op", op), ("outcome", outcome))
-    return scrape(port).get(("toolcodec_jobs_total", labels), 0.0)
+    return scrape(port).get(("toolcodec_worker_jobs_total", labels), 0.0)
 
 
 def restarts(port: int, reason: str) -> float:
@@ -439,12 +439,12 @@ def test_the_worker_endpoint_describes_what_the_worker_measured(backend, start_r
                                   timeout=5).read().decode()
     helps = {line.split(" ")[2]: line.split(" ", 3)[3] for line in text.splitlines()
              if line.startswith("# HELP ")}
-    from toolcodec.worker.metrics import HELP, WORKER_HELP
+    from toolcodec.worker.metrics import HELP, WORKER_HELP, name_of
 
     for name, doc in WORKER_HELP.items():
-        assert helps[name] == doc, name
-        assert helps[name] != HELP[name][0]  # not the caller's text
-    assert "this worker" in helps["toolcodec_jobs_total"].lower()
+        assert helps[name_of(name, "worker")] == doc, name
+        assert helps[name_of(name, "worker")] != HELP[name][0]  # not the caller's text
+    assert "this worker" in helps["toolcodec_worker_jobs_total"].lower()
 
 
 # -- Redis going away: one log line per change of state, lanes back off (issue #25 item 7) ---
@@ -579,7 +579,10 @@ def test_the_documented_least_privilege_users_are_enough(own_redis_server, tmp_p
             assert caller.submit("repair", {"text": "{"})["status"] == "ok"
         assert wait_for(lambda: admin.llen(proto.intermediate_key("toolcodec")) == 0, 30)
         as_caller = redis.Redis.from_url(f"redis://toolcodec-caller:cpw@{base}")
-        assert as_caller.scard(proto.workers_key("toolcodec")) == 2  # serve's readiness
+        from toolcodec.worker.heartbeat import live_lanes
+
+        assert wait_for(lambda: sum(live_lanes(as_caller, "toolcodec").values()) == 2), \
+            (_acl_log(admin), group.log())  # what serve's readiness reads
         for attempt in (lambda: as_caller.set("rq:suspended", 1),
                         lambda: as_caller.publish("rq:pubsub:any", "{}"),
                         lambda: as_caller.zadd("rq:wip:toolcodec", {"x": 1})):

@@ -1,8 +1,14 @@
-"""Prometheus metrics (names and labels as README "Metrics" states), counted by the caller.
+"""Prometheus metrics (names and labels as README "Metrics" states), caller side and worker side.
 
 Outcomes are counted where they are known (the caller's side of the pool), which keeps the
 numbers right however many workers die and respawn, and avoids prometheus_client's
 multiprocess mode, which leaves a file behind for every dead process.
+
+One job is counted once on a dashboard that sums every target: the caller side (serve, a
+``Pool``) exports ``toolcodec_jobs_total`` and the other per-job series; an RQ worker's own
+endpoint exports what its lanes ran under other names (``toolcodec_worker_jobs_total``, …,
+:data:`WORKER_NAMES`), and no repair, path or result-error counts (the caller counts those
+from the same envelopes).
 
 Per-job counts stay off the hot path: :meth:`Metrics.observe` adds to plain integers under
 one lock (about 1 µs), and a custom collector turns them into metric families when the
@@ -16,13 +22,20 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
+import resource
 import threading
 import weakref
 from collections.abc import Callable
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.utils import floatToGoString
+from toolcodec.errors import ALL_CODES
 
 JOBS_TOTAL = "toolcodec_jobs_total"
 JOB_DURATION_SECONDS = "toolcodec_job_duration_seconds"
@@ -34,6 +47,8 @@ DECODE_PATH_TOTAL = "toolcodec_decode_path_total"
 JOB_ERRORS_TOTAL = "toolcodec_job_errors_total"
 TOOL_RESULTS_TOTAL = "toolcodec_tool_results_total"
 RQ_JOBS_REFUSED_TOTAL = "toolcodec_rq_jobs_refused_total"
+RESULT_ERRORS_TOTAL = "toolcodec_result_errors_total"
+RQ_LIVE_WORKERS = "toolcodec_rq_live_workers"
 
 # name -> (HELP text, label names)
 HELP: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -60,6 +75,24 @@ HELP: dict[str, tuple[str, tuple[str, ...]]] = {
     RQ_JOBS_REFUSED_TOTAL: (
         "Jobs found on the Redis queue that are not toolcodec jobs, refused unrun "
         "(reason: foreign_function, no_reply_to, bad_arguments, undecodable).", ("reason",)),
+    RESULT_ERRORS_TOTAL: (
+        "Results (status ok) that report an error code, by op and code (invalid_json, "
+        "unknown_tool, schema_violation, nesting_too_deep, payload_too_large, ...; other "
+        "for a code outside the documented set); a code counts once per result.",
+        ("op", "code")),
+    RQ_LIVE_WORKERS: (
+        "RQ worker lanes with an unexpired heartbeat on this queue, by state, read from "
+        "Redis at scrape time by toolcodec serve --backend rq (the same number on every "
+        "replica: take max, not sum).", ("queue", "state")),
+}
+
+# The worker side's names for the series both sides measure: an RQ worker's endpoint never
+# exports a caller's name, so a dashboard summing every target counts each job once.
+WORKER_NAMES: dict[str, str] = {
+    JOBS_TOTAL: "toolcodec_worker_jobs_total",
+    JOB_DURATION_SECONDS: "toolcodec_worker_job_duration_seconds",
+    JOB_ERRORS_TOTAL: "toolcodec_worker_job_errors_total",
+    QUEUE_DEPTH: "toolcodec_worker_queue_depth",
 }
 
 # What a worker process exports on its own --metrics-port: the same series, measured on the
@@ -69,20 +102,24 @@ WORKER_HELP: dict[str, str] = {
                 "rejected, worker_lost), counted where they ran.",
     JOB_DURATION_SECONDS: "Job time measured in this worker, from taking the job off the queue "
                           "to replying (time waiting in Redis not included).",
-    QUEUE_DEPTH: "Jobs waiting in the Redis queue this worker serves, read by the worker.",
+    QUEUE_DEPTH: "Jobs waiting in the Redis queue this worker serves, read by the worker "
+                 "(the same number on every worker of the queue: take max, not sum).",
     WORKERS: "This worker's lanes (child processes) by state (idle, busy, starting).",
     WORKER_RESTARTS_TOTAL: "This worker's lanes replaced, by reason (timeout, crash).",
     JOB_ERRORS_TOTAL: "Jobs this worker could not run (status error), by error code.",
 }
 
+# Dense around the 30-50 ms job budget, so a p99 can be read against it.
 BUCKETS = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.025, 0.03, 0.04, 0.05, 0.06,
+    0.075, 0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
 _LE = [floatToGoString(b) for b in BUCKETS] + ["+Inf"]
 MAX_TOOL_LABELS = 200
 ERROR_CODES = frozenset({"bad_request", "payload_too_large", "internal_error",
                          "backend_unavailable", "nesting_too_deep"})
 WORKER_STATES = ("idle", "busy", "starting")
+RESULT_CODES = ALL_CODES  # label values: the documented codes, else "other"
 
 # One set of collectors per registry: a second Metrics on the same registry shares them
 # instead of failing with "Duplicated timeseries".
@@ -114,6 +151,7 @@ class JobTally:
         self.repairs: dict[str, int] = {}
         self.paths: dict[str, int] = {}
         self.tool_results: dict[tuple[str, str], int] = {}
+        self.result_errors: dict[tuple[str, str], int] = {}
         self.tools_seen: set[str] = set()
 
     def describe(self) -> list[Metric]:
@@ -125,16 +163,20 @@ class JobTally:
 
     def _families(self) -> list[Metric]:
         out: list[Metric] = []
-        for name, counts in ((JOBS_TOTAL, self.jobs), (JOB_ERRORS_TOTAL, self.errors),
-                             (REPAIRS_TOTAL, self.repairs), (DECODE_PATH_TOTAL, self.paths),
-                             (TOOL_RESULTS_TOTAL, self.tool_results)):
+        series = [(JOBS_TOTAL, self.jobs), (JOB_ERRORS_TOTAL, self.errors)]
+        if self.side == "caller":  # results are read once, where the caller gets them
+            series += [(REPAIRS_TOTAL, self.repairs), (DECODE_PATH_TOTAL, self.paths),
+                       (TOOL_RESULTS_TOTAL, self.tool_results),
+                       (RESULT_ERRORS_TOTAL, self.result_errors)]
+        for name, counts in series:
             doc, labels = help_of(name, self.side)
-            family = CounterMetricFamily(name, doc, labels=labels)
+            family = CounterMetricFamily(name_of(name, self.side), doc, labels=labels)
             for key, n in counts.items():
                 family.add_metric(key if isinstance(key, tuple) else (key,), n)
             out.append(family)
         doc, labels = help_of(JOB_DURATION_SECONDS, self.side)
-        histogram = HistogramMetricFamily(JOB_DURATION_SECONDS, doc, labels=labels)
+        histogram = HistogramMetricFamily(name_of(JOB_DURATION_SECONDS, self.side), doc,
+                                          labels=labels)
         for key, cells in self.durations.items():
             running, buckets = 0.0, []
             for le, n in zip(_LE, cells, strict=False):
@@ -143,6 +185,11 @@ class JobTally:
             histogram.add_metric(key, buckets, sum_value=cells[-1])
         out.append(histogram)
         return out
+
+
+def name_of(name: str, side: str) -> str:
+    """The name a metric has on ``side`` ("caller" or "worker")."""
+    return WORKER_NAMES.get(name, name) if side == "worker" else name
 
 
 def help_of(name: str, side: str) -> tuple[str, tuple[str, ...]]:
@@ -157,7 +204,9 @@ class _Shared:
     def __init__(self, registry: CollectorRegistry, side: str) -> None:
         self.tally = JobTally(side)
         registry.register(self.tally)
-        self.queue_depth = Gauge(QUEUE_DEPTH, *help_of(QUEUE_DEPTH, side), registry=registry)
+        registry.register(ChildCpu())
+        self.queue_depth = Gauge(name_of(QUEUE_DEPTH, side), *help_of(QUEUE_DEPTH, side),
+                                 registry=registry)
         self.workers = Gauge(WORKERS, *help_of(WORKERS, side), registry=registry)
         self.worker_restarts_total = Counter(
             WORKER_RESTARTS_TOTAL, *help_of(WORKER_RESTARTS_TOTAL, side), registry=registry)
@@ -264,6 +313,12 @@ def _observe_seconds(durations: dict[tuple[str, str], list[float]], key: tuple[s
 
 
 def _count_result(tally: JobTally, op: str, result: dict) -> None:
+    errors = result.get("errors")
+    if errors and isinstance(errors, list):
+        codes = {e.get("code") for e in errors if isinstance(e, dict)}
+        for code in codes:
+            key = (op, code if code in RESULT_CODES else "other")
+            tally.result_errors[key] = tally.result_errors.get(key, 0) + 1
     repairs = result.get("repairs")
     if repairs and isinstance(repairs, list):
         for repair in repairs:
@@ -298,3 +353,83 @@ def _known_ops() -> frozenset[str]:
         _FAULT_ENV.append(FAULT_ENV)
     # Fault-injection ops are ops only where the operator enabled them.
     return _KNOWN_OPS[1] if os.environ.get(_FAULT_ENV[0]) == "1" else _KNOWN_OPS[0]
+
+
+class LiveWorkers:
+    """``toolcodec_rq_live_workers{queue, state}``: heartbeats read from Redis at scrape time.
+
+    ``read()`` returns lanes by state (:func:`toolcodec.worker.heartbeat.live_lanes`); when it
+    raises (Redis down), nothing is exported: an unknown count is not shown as a number.
+    """
+
+    def __init__(self, queue: str, read: Callable[[], dict[str, int]]) -> None:
+        self.queue, self.read = queue, read
+
+    def describe(self) -> list[Metric]:
+        return [GaugeMetricFamily(RQ_LIVE_WORKERS, HELP[RQ_LIVE_WORKERS][0],
+                                  labels=HELP[RQ_LIVE_WORKERS][1])]
+
+    def collect(self) -> list[Metric]:
+        family = GaugeMetricFamily(RQ_LIVE_WORKERS, HELP[RQ_LIVE_WORKERS][0],
+                                   labels=HELP[RQ_LIVE_WORKERS][1])
+        try:
+            counts = self.read()
+        except Exception:  # noqa: BLE001 - a scrape must not fail because Redis is down
+            return [family]
+        for state in WORKER_STATES:
+            family.add_metric((self.queue, state), counts.get(state, 0))
+        return [family]
+
+
+CHILD_CPU_SECONDS_TOTAL = "toolcodec_child_cpu_seconds_total"
+HELP[CHILD_CPU_SECONDS_TOTAL] = (
+    "CPU seconds (user + system) of this process's child processes, where the decoding runs "
+    "(process_cpu_seconds_total counts only the parent): live children read from /proc, "
+    "plus every child already reaped.", ())
+
+
+class ChildCpu:
+    """``toolcodec_child_cpu_seconds_total``: the worker processes' CPU, read at scrape time.
+
+    Live children are found by their parent pid in ``/proc`` (Linux); children that have
+    exited and been waited for are in ``getrusage(RUSAGE_CHILDREN)``. The total never goes
+    down (a child between its exit and its reaping is briefly in neither).
+    """
+
+    def __init__(self) -> None:
+        self._last = 0.0
+        self._lock = threading.Lock()
+        try:
+            self._tick = float(os.sysconf("SC_CLK_TCK"))
+        except (ValueError, OSError, AttributeError):
+            self._tick = 100.0
+
+    def describe(self) -> list[Metric]:
+        return [CounterMetricFamily(CHILD_CPU_SECONDS_TOTAL, HELP[CHILD_CPU_SECONDS_TOTAL][0])]
+
+    def collect(self) -> list[Metric]:
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+        total = reaped.ru_utime + reaped.ru_stime + self._live_children()
+        with self._lock:
+            self._last = total = max(total, self._last)
+        return [CounterMetricFamily(CHILD_CPU_SECONDS_TOTAL, HELP[CHILD_CPU_SECONDS_TOTAL][0],
+                                    value=total)]
+
+    def _live_children(self) -> float:
+        me, ticks = os.getpid(), 0
+        try:
+            entries = os.listdir("/proc")
+        except OSError:
+            return 0.0
+        for entry in entries:
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue  # gone meanwhile
+            fields = stat[stat.rfind(b")") + 2:].split()  # the name may hold spaces
+            if len(fields) > 12 and int(fields[1]) == me:  # ppid; utime, stime follow
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / self._tick

@@ -48,6 +48,8 @@ from toolcodec.errors import TIMEOUT, WORKER_LOST
 from toolcodec.worker import rq_protocol as proto
 from toolcodec.worker.child import WorkerDied, WorkerProcess
 from toolcodec.worker.envelope import error_envelope
+from toolcodec.worker.heartbeat import Heartbeat
+from toolcodec.worker.joblog import JobLog
 from toolcodec.worker.jobs import warm
 from toolcodec.worker.limits import ENV as ENV_LIMITS
 from toolcodec.worker.limits import LimitsError, operator_limits
@@ -68,6 +70,7 @@ LEFTOVERS_EVERY_S = 5.0
 # A lane's worker that ran this long before its loop ended starts again without delay.
 LANE_STABLE_AFTER_S = 5.0
 _REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+_JOBLOG = JobLog("worker")  # one line per failed or slow job (see toolcodec.worker.joblog)
 
 
 class _MissingJobCounter:
@@ -152,6 +155,11 @@ class _LaneStates:
             for s in self._states.values():
                 counts[s] = counts.get(s, 0) + 1
             self.metrics.set_workers(BACKEND, counts)
+
+    def snapshot(self) -> dict[str, str]:
+        """Lane name -> state, for the heartbeat."""
+        with self._lock:
+            return dict(self._states)
 
 
 class ToolcodecWorker(SimpleWorker):
@@ -461,8 +469,10 @@ class ToolcodecWorker(SimpleWorker):
         self._reply(job, queue, reply_to, env)
         if restart_reason is not None:
             self._restart_child(restart_reason)
-        self.metrics.observe(op or "unknown", BACKEND,
-                             {**env, "elapsed_ms": (time.monotonic() - started) * 1000.0})
+        env = {**env, "elapsed_ms": (time.monotonic() - started) * 1000.0}
+        self.metrics.observe(op or "unknown", BACKEND, env)
+        _JOBLOG.job(op or "unknown", BACKEND, env,
+                    task.get("payload") if isinstance(task, dict) else None, job_id=job.id)
 
     def _refuse(self, job: Job, queue: Queue, reason: str) -> None:
         log.warning("worker %s: refused job %s from queue %s (%s); it was not run",
@@ -569,6 +579,7 @@ class Supervisor:
         self._stop = threading.Event()
         self._workers: list[ToolcodecWorker] = []
         self._threads: list[threading.Thread] = []
+        self.heartbeat = Heartbeat(redis_url, queue, self.lanes.snapshot)
         _MissingJobCounter.metrics = metrics
 
     def start(self) -> None:
@@ -577,6 +588,7 @@ class Supervisor:
             thread = threading.Thread(target=self._lane, args=(i,), name=f"toolcodec-lane-{i}")
             thread.start()
             self._threads.append(thread)
+        self.heartbeat.start()
 
     def stop(self) -> None:
         """Ask every lane to finish its current job and leave; returns at once."""
@@ -588,6 +600,7 @@ class Supervisor:
         for thread in self._threads:
             while thread.is_alive():
                 thread.join(0.2)  # short joins keep the main thread responsive to signals
+        self.heartbeat.stop()
 
     def _lane(self, index: int) -> None:
         child = WorkerProcess()

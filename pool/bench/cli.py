@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import os
 import platform
@@ -44,7 +45,12 @@ def add_parser(subparsers: Any) -> None:
                      help="payloads generated for the builtin corpus (default: 2000)")
     cap.add_argument("--seed", type=int, default=1,
                      help="seed of the builtin corpus and the load (default: 1)")
-    cap.add_argument("--duration", type=float, default=5.0, help="seconds per load step")
+    cap.add_argument("--duration", type=float, default=20.0,
+                     help="seconds per load step (default: 20; short steps let one stall "
+                          "decide a step)")
+    cap.add_argument("--cores", type=int, default=None,
+                     help="cores the target uses, for the per-core figure (default: --workers "
+                          "for process/executor, 1 for inprocess, this machine's CPUs else)")
     cap.add_argument("--concurrency", type=int, default=32, help="closed-loop callers")
     cap.add_argument("--out", default="bench-out", help="directory for the report files")
     cap.add_argument("--no-plots", action="store_true", help="write no PNG plots")
@@ -90,10 +96,13 @@ def _prepare(args: argparse.Namespace) -> tuple[capacity.Settings, list[TargetCo
         raise BenchUsageError("--workers must be at least 1")
     if args.corpus_size < 1 or args.concurrency < 1:
         raise BenchUsageError("--corpus-size and --concurrency must be at least 1")
+    if args.cores is not None and args.cores < 1:
+        raise BenchUsageError("--cores must be at least 1")
     timeout = args.timeout_ms if args.timeout_ms is not None else args.slo_ms
     settings = capacity.Settings(slo_ms=args.slo_ms, max_timeout_ratio=args.max_timeout_ratio,
                                  duration=args.duration, warmup=min(1.0, args.duration),
-                                 concurrency=args.concurrency, seed=args.seed)
+                                 concurrency=args.concurrency, seed=args.seed,
+                                 cores=args.cores or 0)
     configs = [TargetConfig(name, workers=args.workers, timeout_ms=timeout, url=args.url,
                             redis_url=args.redis_url, queue=args.queue)
                for name in (args.target or ["process"])]
@@ -111,20 +120,36 @@ async def _run_all(configs: list[TargetConfig], items: list, settings: capacity.
     targets = []
     with _Progress() as progress:
         for config in configs:
+            own = dataclasses.replace(settings, cores=settings.cores or _cores(config))
             target = make_target(config)
             try:
-                measured = await capacity.measure(target, items, settings, progress.update)
+                measured = await capacity.measure(target, items, own, progress.update)
             finally:
                 await target.close()
-            targets.append(measured.to_dict(settings))
+            targets.append(measured.to_dict(own))
     return {"started": started, "machine": _machine(), "corpus": _corpus_info(items),
             "targets": targets}
 
 
+def _cores(config: TargetConfig) -> int:
+    if config.name == "inprocess":
+        return 1
+    if config.name in ("process", "executor") and config.workers:
+        return config.workers
+    return os.cpu_count() or 1
+
+
 class _Progress:
-    """A rich progress bar on stderr (plain lines when stderr is not a terminal)."""
+    """A rich progress bar on stderr; plain timestamped lines when stderr is not a terminal
+    (CI logs, ``nohup``), so a long run shows it is alive."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        self._bar: Any = None
 
     def __enter__(self) -> _Progress:
+        if not self.stream.isatty():
+            return self
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
@@ -134,10 +159,15 @@ class _Progress:
         return self
 
     def update(self, what: str, fraction: float) -> None:
+        if self._bar is None:
+            stamp = time.strftime("%H:%M:%S")
+            print(f"[{stamp}] {fraction * 100:3.0f}% {what}", file=self.stream, flush=True)
+            return
         self._bar.update(self._task, description=what, completed=fraction)
 
     def __exit__(self, *exc: object) -> None:
-        self._bar.stop()
+        if self._bar is not None:
+            self._bar.stop()
 
 
 def _machine() -> dict[str, Any]:
@@ -156,11 +186,16 @@ def _corpus_info(items: list) -> dict[str, Any]:
 
 def _print_summary(result: dict[str, Any]) -> None:
     slo = result["settings"]["slo_ms"]
-    print(f"{'target':10} {'ceiling/s':>10} {'rate@SLO/s':>11} {'p99@SLO ms':>11}  bracketed")
+    print(f"{'target':10} {'ceiling/s':>10} {'goodput/s':>10} {'rate@SLO/s':>11} "
+          f"{'per core/s':>11} {'goodput@SLO/s':>14} {'p99@SLO ms':>11}  bracketed")
     for t in result["targets"]:
         p99 = t["p99_at_slo_ms"]
-        print(f"{t['target']:10} {t['ceiling']['achieved_rate']:>10.0f} {t['rate_at_slo']:>11.0f}"
+        print(f"{t['target']:10} {t['ceiling']['achieved_rate']:>10.0f} "
+              f"{t['ceiling']['goodput_rate']:>10.0f} {t['rate_at_slo']:>11.0f} "
+              f"{t['rate_at_slo_per_core']:>11.0f} {t['goodput_at_slo']:>14.0f}"
               f" {('-' if p99 is None else f'{p99:.2f}'):>11}  {t['bracketed']}")
+    print("(ceiling: answered per second in the closed loop, timeouts included; goodput: "
+          "answered ok within the SLO)")
     print(f"(SLO: p99 ≤ {slo:g} ms, timeouts ≤ {result['settings']['max_timeout_ratio']:g})")
 
 

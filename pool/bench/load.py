@@ -11,6 +11,7 @@ stalled system looks fast because the generator stopped sending.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections import Counter
@@ -31,17 +32,19 @@ class RateResult:
     """What one load step measured."""
 
     offered_rate: float  # jobs/s asked for (0 for closed loop)
-    achieved_rate: float  # jobs/s answered
+    achieved_rate: float  # jobs/s answered, whatever the answer (timeouts included)
     sent: int
     statuses: dict[str, int]
     latency_ms: dict[str, float]  # p50, p90, p99, p99.9, max
-    timeout_ratio: float
+    timeout_ratio: float  # timed out or left unanswered, over sent
     cpu: dict[str, float] = field(default_factory=dict)
     histogram: Any = None  # the HdrHistogram (not serialised)
+    goodput_rate: float = 0.0  # jobs/s answered "ok" within the SLO: what was really served
 
     def to_dict(self) -> dict[str, Any]:
         return {"offered_rate": round(self.offered_rate, 2),
-                "achieved_rate": round(self.achieved_rate, 2), "sent": self.sent,
+                "achieved_rate": round(self.achieved_rate, 2),
+                "goodput_rate": round(self.goodput_rate, 2), "sent": self.sent,
                 "statuses": dict(sorted(self.statuses.items())), "latency_ms": self.latency_ms,
                 "timeout_ratio": self.timeout_ratio, "cpu": self.cpu}
 
@@ -81,18 +84,20 @@ def _proc_stat() -> tuple[float, float]:
 
 
 def _result(offered: float, elapsed: float, statuses: Counter, hist: HdrHistogram,
-            cpu: CpuMeter) -> RateResult:
+            cpu: CpuMeter, good: int) -> RateResult:
     sent = sum(statuses.values())
     done = sent - statuses.get("unfinished", 0)
+    late = statuses.get("timeout", 0) + statuses.get("unfinished", 0)
     return RateResult(offered, done / elapsed if elapsed > 0 else 0.0, sent, dict(statuses),
-                      summarise(hist), statuses.get("timeout", 0) / sent if sent else 0.0,
-                      cpu.read(), hist)
+                      summarise(hist), late / sent if sent else 0.0, cpu.read(), hist,
+                      good / elapsed if elapsed > 0 else 0.0)
 
 
 async def closed_loop(target: Target, items: Sequence[CorpusItem], *, concurrency: int,
-                      duration: float) -> RateResult:
+                      duration: float, slo_ms: float = math.inf) -> RateResult:
     """``concurrency`` callers, each sending its next job as soon as the last one answers."""
     hist, statuses, cpu = new_histogram(), Counter(), CpuMeter()
+    good = [0]
     loop = asyncio.get_running_loop()
     end = loop.time() + duration
     start = loop.time()
@@ -102,24 +107,30 @@ async def closed_loop(target: Target, items: Sequence[CorpusItem], *, concurrenc
         while loop.time() < end:
             item = items[i % len(items)]
             sent = loop.time()
-            statuses[await target.call(item.op, item.payload)] += 1
-            hist.record_value(min(_HIGHEST_US, max(1, int((loop.time() - sent) * 1e6))))
+            status = await target.call(item.op, item.payload)
+            statuses[status] += 1
+            took = loop.time() - sent
+            hist.record_value(min(_HIGHEST_US, max(1, int(took * 1e6))))
+            good[0] += status == "ok" and took * 1000 <= slo_ms
             i += concurrency
 
     await asyncio.gather(*(caller(k) for k in range(concurrency)))
-    return _result(0.0, loop.time() - start, statuses, hist, cpu)
+    return _result(0.0, loop.time() - start, statuses, hist, cpu, good[0])
 
 
 async def open_loop(target: Target, items: Sequence[CorpusItem], *, rate: float,
                     duration: float, seed: int = 1, drain: float = 30.0,
-                    on_done: Callable[[], None] | None = None) -> RateResult:
+                    on_done: Callable[[], None] | None = None,
+                    slo_ms: float = math.inf) -> RateResult:
     """Poisson arrivals at ``rate`` jobs/s for ``duration`` s; latency from intended send time.
 
     Jobs still unanswered ``drain`` seconds after the last intended send are counted as
-    ``unfinished`` at the latency they had reached.
+    ``unfinished`` at the latency they had reached. Goodput counts the jobs answered ``ok``
+    within ``slo_ms`` of their intended send time.
     """
     rng = random.Random(seed)
     hist, statuses, cpu = new_histogram(), Counter(), CpuMeter()
+    good = [0]
     loop = asyncio.get_running_loop()
     start = loop.time() + 0.01
     pending: dict[asyncio.Task, float] = {}  # task -> intended send time
@@ -127,7 +138,9 @@ async def open_loop(target: Target, items: Sequence[CorpusItem], *, rate: float,
     async def one(item: CorpusItem, intended: float) -> None:
         status = await target.call(item.op, item.payload)
         statuses[status] += 1
-        hist.record_value(min(_HIGHEST_US, max(1, int((loop.time() - intended) * 1e6))))
+        took = loop.time() - intended
+        hist.record_value(min(_HIGHEST_US, max(1, int(took * 1e6))))
+        good[0] += status == "ok" and took * 1000 <= slo_ms
         if on_done is not None:
             on_done()
 
@@ -144,7 +157,7 @@ async def open_loop(target: Target, items: Sequence[CorpusItem], *, rate: float,
         task.add_done_callback(lambda t: pending.pop(t, None))
         i += 1
     await _drain(pending, start + duration + drain, loop, statuses, hist)
-    return _result(rate, loop.time() - start, statuses, hist, cpu)
+    return _result(rate, loop.time() - start, statuses, hist, cpu, good[0])
 
 
 async def _drain(pending: dict[asyncio.Task, float], until: float,

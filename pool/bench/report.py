@@ -8,8 +8,9 @@ from typing import Any
 
 import orjson
 
-CSV_FIELDS = ("target", "offered_rate", "achieved_rate", "sent", "passed", "p50", "p90", "p99",
-              "p99.9", "max", "timeout_ratio", "machine_busy_pct", "statuses")
+CSV_FIELDS = ("target", "offered_rate", "achieved_rate", "goodput_rate", "sent", "passed",
+              "p50", "p90", "p99", "p99.9", "max", "timeout_ratio", "machine_busy_pct",
+              "statuses")
 
 
 def write_json(report: dict[str, Any], out: Path) -> Path:
@@ -28,7 +29,8 @@ def write_csv(report: dict[str, Any], out: Path) -> Path:
                 lat = step["latency_ms"]
                 writer.writerow([
                     target["target"], step["offered_rate"], step["achieved_rate"],
-                    step["sent"], step["passed"], lat["p50"], lat["p90"], lat["p99"],
+                    step.get("goodput_rate"), step["sent"], step["passed"], lat["p50"],
+                    lat["p90"], lat["p99"],
                     lat["p99.9"], lat["max"], step["timeout_ratio"],
                     step["cpu"].get("machine_busy_pct"),
                     " ".join(f"{k}={v}" for k, v in step["statuses"].items()),
@@ -44,14 +46,19 @@ def write_markdown(report: dict[str, Any], out: Path) -> Path:
              f"{report['corpus']['items']} outputs (median {report['corpus']['median_size']} B, "
              f"max {report['corpus']['max_size']} B, {report['corpus']['malformed']} malformed).",
              "",
-             "| target | closed-loop ceiling (jobs/s) | rate at SLO (jobs/s) | p50 / p99 / p99.9 "
+             "| target | closed-loop ceiling (jobs/s) | rate at SLO (jobs/s) | per core "
+             "(jobs/s) | goodput at SLO (jobs/s) | timeouts at SLO | p50 / p99 / p99.9 "
              "at that rate (ms) | bracketed |",
-             "|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|"]
     for t in report["targets"]:
         lat = [_at_slo(t, k) for k in ("p50", "p99", "p99.9")]
         shown = " / ".join(_fmt(v) for v in lat)
+        ratio = t.get("timeout_ratio_at_slo")
         lines.append(f"| {t['target']} | {t['ceiling']['achieved_rate']:.0f} | "
-                     f"{t['rate_at_slo']:.0f} | {shown} | {'yes' if t['bracketed'] else 'no'} |")
+                     f"{t['rate_at_slo']:.0f} | {t.get('rate_at_slo_per_core', 0):.0f} "
+                     f"({t.get('cores', '?')} cores) | {t.get('goodput_at_slo', 0):.0f} | "
+                     f"{'-' if ratio is None else f'{ratio:.2%}'} | {shown} | "
+                     f"{'yes' if t['bracketed'] else 'no'} |")
     path = out / "summary.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -78,6 +85,7 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
             ax.plot(xs, [s["latency_ms"][key] for s in target["steps"]], style, marker=".",
                     label=f"{target['target']} {key}")
     ax.axhline(slo, color="red", linewidth=1, label=f"SLO {slo:g} ms")
+    _mark_capacity(ax, report)
     ax.set(xlabel="offered load (jobs/s)", ylabel="latency (ms, from intended send time)",
            yscale="log", title="Latency vs offered load")
     ax.legend(fontsize="small")
@@ -86,16 +94,27 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(8, 5))
     for target in report["targets"]:
         xs = [s["offered_rate"] for s in target["steps"]]
-        ax.plot(xs, [s["achieved_rate"] for s in target["steps"]], marker=".",
-                label=target["target"])
+        line, = ax.plot(xs, [s["achieved_rate"] for s in target["steps"]], marker=".",
+                        label=f"{target['target']} answered")
+        ax.plot(xs, [s.get("goodput_rate", 0) for s in target["steps"]], "--", marker=".",
+                color=line.get_color(), label=f"{target['target']} goodput (ok within SLO)")
     top = max((s["offered_rate"] for t in report["targets"] for s in t["steps"]), default=1)
     ax.plot([0, top], [0, top], color="grey", linewidth=0.8, label="offered = achieved")
-    ax.set(xlabel="offered load (jobs/s)", ylabel="achieved (jobs/s)",
-           title="Throughput vs offered load")
+    _mark_capacity(ax, report)
+    ax.set(xlabel="offered load (jobs/s)", ylabel="jobs/s",
+           title="Throughput and goodput vs offered load")
     ax.legend(fontsize="small")
     fig.savefig(paths[1], dpi=100, bbox_inches="tight")
     plt.close(fig)
     return paths
+
+
+def _mark_capacity(ax: Any, report: dict[str, Any]) -> None:
+    """A vertical line at each target's rate at SLO (its capacity)."""
+    for target in report["targets"]:
+        if target["rate_at_slo"]:
+            ax.axvline(target["rate_at_slo"], linestyle="-.", linewidth=1, color="green",
+                       label=f"{target['target']} capacity {target['rate_at_slo']:.0f}/s")
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

@@ -28,6 +28,7 @@ from toolcodec.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
 from toolcodec.pool.service.http_metrics import HttpMetrics
 from toolcodec.worker.envelope import error_envelope
 from toolcodec.worker.faults import FAULT_OPS
+from toolcodec.worker.joblog import JobLog
 from toolcodec.worker.jobs import FAULT_ENV, PUBLIC_OPS
 
 MAX_BATCH = 256  # jobs in one /v1/batch request
@@ -50,6 +51,7 @@ class Service:
         self.ready = ready
         self.draining = False
         self.upstream: str | None = None  # the proxy's model server, when there is one
+        self.joblog = JobLog("caller")
         # The callers' ops (decode_block is the streaming pool's own, never HTTP's); the
         # fault-injection ops only where the operator enabled them, and never listed.
         self.ops = frozenset(PUBLIC_OPS) | (frozenset(FAULT_OPS)
@@ -109,7 +111,9 @@ class Service:
             problem = self.model_options(payload)
         if problem is not None:
             return self.local(op, (BAD_REQUEST, problem), start)
-        return await self.pool.asubmit(op, payload, timeout_ms=timeout)
+        envelope = await self.pool.asubmit(op, payload, timeout_ms=timeout)
+        self.joblog.job(op, self.pool.backend, envelope, payload)
+        return envelope
 
     def model_options(self, payload: dict[str, Any]) -> str | None:
         """A decode's ``model`` (its configured options) and ``options.preset``, resolved
@@ -143,7 +147,9 @@ class Service:
         envelope = {**error_envelope(op, "error", code, message), "backend": self.pool.backend,
                     "elapsed_ms": elapsed_ms}
         # Label values stay a closed set: what is not an op of this server is "unknown".
-        self.pool.metrics.observe(op if op in self.ops else "unknown", self.pool.backend, envelope)
+        known = op if op in self.ops else "unknown"
+        self.pool.metrics.observe(known, self.pool.backend, envelope)
+        self.joblog.job(known, self.pool.backend, envelope, None)
         return envelope
 
     def answer(self, envelope: dict[str, Any], *, status: int | None = None,

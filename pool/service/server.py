@@ -10,14 +10,19 @@ A request's headers must arrive within ``--header-timeout-s`` and fit in
 ``--max-header-bytes`` (:mod:`toolcodec.pool.service.header_guard`): slow or huge headers
 cannot hold connections open.
 
-SIGTERM (or SIGINT) drains: ``/readyz`` turns 503 at once, the listening socket closes, jobs
-in flight finish (each ends by its own deadline) for up to ``--drain-s`` seconds, then the
-process exits 0.
+SIGTERM drains: ``/readyz`` turns 503 at once while requests are still served for
+``--shutdown-delay-s`` seconds (so a load balancer or Kubernetes sees the failing readiness and
+stops sending before the socket closes), then the listening socket closes, jobs in flight
+finish (each ends by its own deadline) for up to ``--drain-s`` seconds, and the process exits 0.
+SIGINT (Ctrl-C), or a second SIGTERM, skips the delay.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import signal
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,14 +59,17 @@ class ServeConfig:
     proxy: dict[str, Any] | None = None  # more toolcodec.pool.proxy.chat.ProxyConfig fields
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    shutdown_delay_s: float = 5.0
 
 
 class _DrainingServer(uvicorn.Server):
-    """uvicorn's server, telling readiness that a shutdown has begun."""
+    """uvicorn's server, failing readiness first and closing its socket ``delay_s`` later."""
 
-    def __init__(self, config: uvicorn.Config, service: Service) -> None:
+    def __init__(self, config: uvicorn.Config, service: Service, delay_s: float) -> None:
         super().__init__(config)
         self.service = service
+        self.delay_s = delay_s
+        self._timer: threading.Timer | None = None
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
@@ -69,8 +77,19 @@ class _DrainingServer(uvicorn.Server):
             print(ready_line(self.config, self.service), flush=True)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
+        if sig == signal.SIGTERM and self._timer is None and self.delay_s > 0:
+            self.service.draining = True  # /readyz answers 503; requests are still served
+            self._timer = threading.Timer(self.delay_s, self._stop, (sig,))
+            self._timer.daemon = True
+            self._timer.start()
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._stop(sig)
+
+    def _stop(self, sig: int) -> None:
         self.service.draining = True
-        super().handle_exit(sig, frame)
+        super().handle_exit(sig, None)
         # uvicorn re-raises the signal after its shutdown, which would end the process with
         # -SIGTERM; a drained shutdown is a clean exit (0), after the pool is closed too.
         self._captured_signals.clear()
@@ -92,6 +111,8 @@ def ready_line(uv: uvicorn.Config, service: Service) -> str:
 
 def run(config: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
+    if not logging.getLogger().handlers:  # the per-job lines (toolcodec.worker.joblog)
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     options: dict[str, Any] = ({"redis_url": config.redis_url, "queue": config.queue}
                                if config.backend == "rq" else {"workers": config.workers})
     limits = {name: value for name, value in (("max_chars", config.max_chars),
@@ -113,7 +134,7 @@ def run(config: ServeConfig) -> int:
                             log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=config.drain_s, timeout_keep_alive=30,
                             http=http)
-        _DrainingServer(uv, service).run()
+        _DrainingServer(uv, service, config.shutdown_delay_s).run()
         if proxy is not None:
             asyncio.run(proxy.aclose())
     finally:
@@ -144,18 +165,22 @@ def _readiness(pool: Pool, config: ServeConfig) -> Any:
         return ready
 
     import redis
+    from toolcodec.worker.heartbeat import live_lanes
+    from toolcodec.worker.metrics import LiveWorkers
 
     client = redis.Redis.from_url(config.redis_url, socket_connect_timeout=0.5,
                                   socket_timeout=0.5)
-    workers_key = f"rq:workers:{config.queue}"
+    REGISTRY.register(LiveWorkers(config.queue, lambda: live_lanes(client, config.queue)))
 
     def probe() -> str | None:
+        # Live workers come from heartbeats that expire, not from RQ's worker set, which
+        # keeps a killed worker's entry for minutes.
         try:
-            client.ping()
-            if client.scard(workers_key) < 1:
-                return f"no toolcodec worker is registered on queue {config.queue!r}"
+            counts = live_lanes(client, config.queue)
         except redis.exceptions.RedisError as exc:
             return f"Redis does not answer: {type(exc).__name__}"
+        if counts["idle"] + counts["busy"] < 1:
+            return f"no toolcodec worker has a live heartbeat on queue {config.queue!r}"
         return None
 
     async def ready() -> str | None:
