@@ -161,7 +161,10 @@ class ToolCallCodec:
                                f"(assistant message), not {type(data).__name__}",
                                {"got": type(data).__name__})
             return DecodeResult(ok=False, errors=[error])
-        except Exception as exc:  # noqa: BLE001 - a bug here must not reach the caller
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a bug (or a PanicException) must not
+            # reach the caller
             text = data if isinstance(data, str) else ""
             error = CodecError(INTERNAL_ERROR, f"decoder failed: {type(exc).__name__}: {exc}")
             return encodable_result(DecodeResult(
