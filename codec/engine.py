@@ -38,12 +38,15 @@ from typing import Any, Protocol
 import orjson
 import regex  # partial matching: an opener cut at the end of a chunk
 from toolcodec.assembly import Assembly
+from toolcodec.bracket_depth import bracket_depth
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
 from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError
 from toolcodec.formats import glm, yamlbody
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
 from toolcodec.normalize import replace_surrogates, replace_surrogates_in
+from toolcodec.opener_scan import find_opener, prefilter
+from toolcodec.regex_trie import trie_pattern
 from toolcodec.result import clean_call
 from toolcodec.textjson import call_pairs
 
@@ -98,7 +101,6 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
 _STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 _PY_STRUCT = re.compile(r'["\'{}\[\]]')
-_BRACKETS = re.compile(r"[{}\[\]]")
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,7 @@ class Openers:
     ends: dict[str, Any]  # opener token -> the pattern of what ends its block
     # tool -> its declared parameters, which a bare call's elements may name
     parameters: dict[str, frozenset[str]] = field(default_factory=dict)
+    first: Any = None  # where ``pattern`` may match (``toolcodec.opener_scan``)
 
 
 def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None,
@@ -134,20 +137,38 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
         parts.append(_JSON_OPENER)
     markers = {t: f for f in marker_formats(formats) for t in f.openers}
     if markers:
-        alt = "|".join(regex.escape(t) for t in sorted(markers, key=len, reverse=True))
-        parts.append(rf"(?P<marker>{alt})")
+        parts.append(rf"(?P<marker>{trie_pattern(markers)})")
     if names:
-        alt = "|".join(regex.escape(n) for n in names)
+        alt = trie_pattern(names)
         if on("tool_tag", "yaml_tag"):
             parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
         if on("pythonic"):
             parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
-        bare = _bare_openers(names, parameters or {})
-        if bare and on("tool_tag"):
-            parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
+    bare = _bare_openers(names, parameters or {}) if names else ""
+    if bare and on("tool_tag"):
+        parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
     return Openers(regex.compile("|".join(parts)), markers,
                    {t: _end_pattern(f) for t, f in markers.items()},
-                   {name: frozenset(params) for name, params in (parameters or {}).items()})
+                   {name: frozenset(params) for name, params in (parameters or {}).items()},
+                   _prefilter(names, markers, fixed, formats, bool(bare and on("tool_tag"))))
+
+
+def _prefilter(names: list[str], markers: dict, fixed: list[str],
+               formats: frozenset[str] | None, bare: bool) -> Any:
+    """Where one of ``compile_openers``'s alternatives may start (``toolcodec.opener_scan``):
+    each alternative's literal head, the JSON opener, ``[NAME`` and bare calls."""
+    on = (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
+    literals = [f"<{t}" for t in fixed] + list(_REASONING_TOKENS) + list(markers)
+    if on("harmony"):
+        literals += ["<|end|>", "<|start|>", "<|channel|>"]
+    if on("qwen_xml"):
+        literals.append("<function=")
+    if on("tool_tag", "yaml_tag"):
+        literals += [f"<{n}" for n in names]
+    # The JSON and fence openers as they are (named groups unnamed): cheap on their own.
+    json_opener = regex.sub(r"\(\?P<\w+>", "(?:", _JSON_OPENER) if on("json") else "(?!)"
+    return prefilter(literals, json_opener, names if on("pythonic") else [],
+                     names if bare else [])
 
 
 def _bare_openers(names: list[str], parameters: dict[str, list[str]]) -> str:
@@ -253,7 +274,9 @@ class Engine:
 
     # -- feeding ------------------------------------------------------------------------------
 
-    def feed(self, chunk: str) -> None:
+    def feed(self, chunk: str, *, last: bool = False) -> None:
+        """Take the next chunk. With *last* (``finish`` follows at once), nothing is read
+        until ``finish``: a search that allows for more text costs twice a final one."""
         if not chunk:
             return
         if self.rest_from is not None:
@@ -263,7 +286,7 @@ class Engine:
         room = self.codec.limits.max_chars - len(self.text)
         if len(chunk) <= room:
             self._append(chunk)
-            if not self._cannot_end(chunk):
+            if not last and not self._cannot_end(chunk):
                 self._advance(final=False)
             return
         self._append(chunk[:room])
@@ -319,7 +342,8 @@ class Engine:
                 return
 
     def _in_free(self, final: bool) -> bool:
-        m = self.codec._openers.pattern.search(self.text, self.pos, partial=not final)
+        openers = self.codec._openers
+        m = find_opener(openers.pattern, openers.first, self.text, self.pos, not final)
         if m is None or m.partial:
             stop = len(self.text) if m is None else m.start()
             self._free_text(self.pos, stop, final, at_end=True)
@@ -835,8 +859,7 @@ class Engine:
         if end <= begin:
             self.pos = max(self.pos, begin)
             return
-        for m in _BRACKETS.finditer(self.text, begin, end):
-            self.depth = self.depth + 1 if m.group() in "{[" else max(0, self.depth - 1)
+        self.depth = bracket_depth(self.text, begin, end, self.depth)
         self._content(begin, end)
         self.pos = end
 

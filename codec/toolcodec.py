@@ -193,7 +193,7 @@ class ToolCallCodec:
 
     def _decode_text(self, text: str) -> DecodeResult:
         eng = self.engine()
-        eng.feed(text)
+        eng.feed(text, last=True)
         eng.finish()
         return eng.result()
 
@@ -475,7 +475,7 @@ class ToolCallCodec:
     def _decode_message(self, message: dict[str, Any]) -> DecodeResult:
         msg = native.read_message(message)
         eng = self.engine(native=msg.has_calls)
-        eng.feed(msg.content)
+        eng.feed(msg.content, last=True)
         eng.finish()
         return self.message_result(eng, msg)
 
