@@ -113,6 +113,10 @@ class Openers:
     # tool -> its declared parameters, which a bare call's elements may name
     parameters: dict[str, frozenset[str]] = field(default_factory=dict)
     first: Any = None  # where ``pattern`` may match (``toolcodec.opener_scan``)
+    # (pattern, first) without the JSON, fence and Python-call candidates: once a stretch of
+    # prose has used up its MAX_CANDIDATES, those are text, and trying each one cost more
+    # than a microsecond (a run of code fences)
+    blocks_only: tuple[Any, Any] | None = None
 
 
 def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None,
@@ -133,6 +137,7 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
         parts.append(rf"(?P<harmony_header>{_HARMONY_TO}(?:final|commentary)<\|message\|>)")
     if on("qwen_xml"):
         parts.append(r"<(?P<function>function=)")
+    candidates = len(parts)
     if on("json"):
         parts.append(_JSON_OPENER)
     markers = {t: f for f in marker_formats(formats) for t in f.openers}
@@ -143,20 +148,27 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
         if on("tool_tag", "yaml_tag"):
             parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
         if on("pythonic"):
-            parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
+            pycall = rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()"
+            parts.append(pycall)
     bare = _bare_openers(names, parameters or {}) if names else ""
     if bare and on("tool_tag"):
         parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
+    bare_on = bool(bare and on("tool_tag"))
+    blocks = [p for i, p in enumerate(parts) if not (
+        i == candidates and on("json") or p.startswith("(?P<pycall>"))]
     return Openers(regex.compile("|".join(parts)), markers,
                    {t: _end_pattern(f) for t, f in markers.items()},
                    {name: frozenset(params) for name, params in (parameters or {}).items()},
-                   _prefilter(names, markers, fixed, formats, bool(bare and on("tool_tag"))))
+                   _prefilter(names, markers, fixed, formats, bare_on),
+                   (regex.compile("|".join(blocks)),
+                    _prefilter(names, markers, fixed, formats, bare_on, candidates=False)))
 
 
 def _prefilter(names: list[str], markers: dict, fixed: list[str],
-               formats: frozenset[str] | None, bare: bool) -> Any:
+               formats: frozenset[str] | None, bare: bool, candidates: bool = True) -> Any:
     """Where one of ``compile_openers``'s alternatives may start (``toolcodec.opener_scan``):
-    each alternative's literal head, the JSON opener, ``[NAME`` and bare calls."""
+    each alternative's literal head, bare calls and, with *candidates*, the JSON and fence
+    openers and ``[NAME(``."""
     on = (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
     literals = [f"<{t}" for t in fixed] + list(_REASONING_TOKENS) + list(markers)
     if on("harmony"):
@@ -167,6 +179,8 @@ def _prefilter(names: list[str], markers: dict, fixed: list[str],
         literals += [f"<{n}" for n in names]
     # The JSON and fence openers as they are (named groups unnamed): cheap on their own.
     json_opener = regex.sub(r"\(\?P<\w+>", "(?:", _JSON_OPENER) if on("json") else "(?!)"
+    if not candidates:
+        return prefilter(literals, "(?!)", [], names if bare else [])
     return prefilter(literals, json_opener, names if on("pythonic") else [],
                      names if bare else [])
 
@@ -343,7 +357,9 @@ class Engine:
 
     def _in_free(self, final: bool) -> bool:
         openers = self.codec._openers
-        m = find_opener(openers.pattern, openers.first, self.text, self.pos, not final)
+        pattern, first = (openers.pattern, openers.first) if self.tries < MAX_CANDIDATES \
+            or openers.blocks_only is None else openers.blocks_only
+        m = find_opener(pattern, first, self.text, self.pos, not final)
         if m is None or m.partial:
             stop = len(self.text) if m is None else m.start()
             self._free_text(self.pos, stop, final, at_end=True)

@@ -96,11 +96,15 @@ def test_find_opener_answers_what_the_full_pattern_search_does() -> None:
             text = "".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 12)))
             pos = rng.randint(0, len(text))
             for partial in (False, True):
-                want = openers.pattern.search(text, pos, partial=partial)
-                got = find_opener(openers.pattern, openers.first, text, pos, partial)
-                assert (None if want is None else (want.span(), want.lastgroup, want.partial)) \
-                    == (None if got is None else (got.span(), got.lastgroup, got.partial)), (
-                        names, formats, text, pos, partial)
+                for pattern, first in ((openers.pattern, openers.first), openers.blocks_only):
+                    want = pattern.search(text, pos, partial=partial)
+                    got = find_opener(pattern, first, text, pos, partial)
+                    assert (None if want is None else (want.span(), want.lastgroup,
+                                                       want.partial)) \
+                        == (None if got is None else (got.span(), got.lastgroup, got.partial)), (
+                            names, formats, text, pos, partial)
+                blocks = openers.blocks_only[0].search(text, pos, partial=partial)
+                assert blocks is None or blocks.lastgroup not in ("json", "fence", "pycall")
 
 
 def test_a_prefix_tree_matches_what_the_flat_alternation_matches() -> None:
@@ -127,3 +131,13 @@ def test_bracket_depth_is_the_clamped_walk() -> None:
         for ch in text[begin:end]:
             depth = depth + 1 if ch in "{[" else max(0, depth - 1) if ch in "}]" else depth
         assert bracket_depth(text, begin, end, start) == depth, (text, begin, end, start)
+
+
+def test_past_the_candidate_limit_prose_json_is_text_and_blocks_still_open() -> None:
+    from toolcodec.engine import MAX_CANDIDATES
+
+    fences = "```json\n{}\n" * (MAX_CANDIDATES + 5)
+    calls = '["f"(a="x")] [f(a="x")] <f><a>y</a></f> {"name": "f", "arguments": {"a": "z"}}'
+    result = CODEC.decode(fences + calls)
+    assert [(c.name, c.arguments) for c in result.calls] == [("f", {"a": "y"})]
+    assert result.content.startswith("```json") and '{"name": "f"' in result.content
