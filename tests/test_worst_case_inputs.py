@@ -141,3 +141,28 @@ def test_past_the_candidate_limit_prose_json_is_text_and_blocks_still_open() -> 
     result = CODEC.decode(fences + calls)
     assert [(c.name, c.arguments) for c in result.calls] == [("f", {"a": "y"})]
     assert result.content.startswith("```json") and '{"name": "f"' in result.content
+
+
+def test_a_tool_tag_ends_where_walking_its_tags_one_at_a_time_ends_it() -> None:
+    from toolcodec.engine import _Open, _tag_pattern
+
+    def walked(text: str) -> tuple[int, int, bool]:
+        depth, scan = 1, _tag_pattern("f").match(text, 0).end()
+        for m in _tag_pattern("f").finditer(text, scan):
+            if m.group("close"):
+                depth -= 1
+                if depth == 0:
+                    return m.end(), m.end(), True
+            elif not m.group().endswith("/>"):
+                depth += 1
+        return len(text), len(text), False
+
+    rng = random.Random(9)
+    pieces = ["<f>", "</f>", "<f/>", "<f x='1'/>", "</ f >", "< f>", "<f\n>", "<fx>", "</fx>",
+              "<f a=>b>", "x", " ", "<", ">", "/", "<f", "</f", "\n"]
+    engine = CODEC.engine()
+    for _ in range(4000):
+        text = "<f>" + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        engine.text = text
+        cur = _Open("tool_tag", 0, 0, 0, "f")
+        assert engine._tool_tag_end(cur, True) == walked(text), text
