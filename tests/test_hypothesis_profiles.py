@@ -48,3 +48,10 @@ def test_two_runs_try_the_same_examples() -> None:
         SEEN.append([])
         _record()
     assert SEEN[-1] == SEEN[-2] and len(SEEN[-1]) >= 10
+
+
+def test_the_example_database_is_never_committed() -> None:
+    assert ".hypothesis/" in (ROOT / ".gitignore").read_text().split()
+    tracked = subprocess.run(["git", "ls-files", ".hypothesis"], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout
+    assert tracked == ""
