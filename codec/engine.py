@@ -148,8 +148,7 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
         if on("tool_tag", "yaml_tag"):
             parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
         if on("pythonic"):
-            pycall = rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()"
-            parts.append(pycall)
+            parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
     bare = _bare_openers(names, parameters or {}) if names else ""
     if bare and on("tool_tag"):
         parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
