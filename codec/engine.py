@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import orjson
 import regex  # partial matching: an opener cut at the end of a chunk
 from toolcodec.assembly import Assembly
+from toolcodec.bracket_depth import bracket_depth
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
 from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError, truncated
 from toolcodec.formats import glm, quoted, yamlbody
@@ -46,6 +47,8 @@ from toolcodec.formats.reasoning import BY_OPENER, FRAMING, REASONING_FORMATS
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
 from toolcodec.normalize import replace_surrogates, replace_surrogates_in
+from toolcodec.opener_scan import find_opener, prefilter
+from toolcodec.regex_trie import trie_pattern
 from toolcodec.result import clean_call
 from toolcodec.textjson import call_pairs
 
@@ -117,7 +120,6 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
 _STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 _PY_STRUCT = re.compile(r'["\'{}\[\]]')
-_BRACKETS = re.compile(r"[{}\[\]]")
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,11 @@ class Openers:
     ends: dict[str, Any]  # opener token -> the pattern of what ends its block
     # tool -> its declared parameters, which a bare call's elements may name
     parameters: dict[str, frozenset[str]] = field(default_factory=dict)
+    first: Any = None  # where ``pattern`` may match (``toolcodec.opener_scan``)
+    # (pattern, first) without the JSON, fence and Python-call candidates: once a stretch of
+    # prose has used up its MAX_CANDIDATES, those are text, and trying each one cost more
+    # than a microsecond (a run of code fences)
+    blocks_only: tuple[Any, Any] | None = None
 
 
 def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None,
@@ -153,28 +160,55 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
         parts.append("(?P<framing>" + "|".join(regex.escape(t) for t in framing) + ")")
     if on("qwen_xml"):
         parts.append(r"<(?P<function>function=)")
+    candidates = len(parts)
     if on("json"):
         parts.append(_JSON_OPENER)
     markers = {t: f for f in marker_formats(formats) for t in f.openers}
-    for group, anywhere in (("marker", True), ("start_marker", False)):
-        tokens = sorted((t for t, f in markers.items() if f.at_start != anywhere), key=len,
-                        reverse=True)
-        if tokens:
-            alt = "|".join(regex.escape(t) for t in tokens)
-            head = "" if anywhere else rf"(?<![\s\S])[ \t\r\n]{{0,{BODY_WS}}}"
-            parts.append(rf"{head}(?P<{group}>{alt})")
+    start_tokens = [t for t, f in markers.items() if f.at_start]
+    anywhere = [t for t, f in markers.items() if not f.at_start]
+    if anywhere:
+        parts.append(rf"(?P<marker>{trie_pattern(anywhere)})")
+    # A marker read only where the output starts (gpt-oss's recipient in the role header).
+    start = (rf"(?<![\s\S])[ \t\r\n]{{0,{BODY_WS}}}(?P<start_marker>{trie_pattern(start_tokens)})"
+             if start_tokens else "")
+    if start:
+        parts.append(start)
     if names:
-        alt = "|".join(regex.escape(n) for n in names)
+        alt = trie_pattern(names)
         if on("tool_tag", "yaml_tag"):
             parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
         if on("pythonic"):
             parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
-        bare = _bare_openers(names, parameters or {})
-        if bare and on("tool_tag"):
-            parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
+    bare = _bare_openers(names, parameters or {}) if names else ""
+    if bare and on("tool_tag"):
+        parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
+    bare_on = bool(bare and on("tool_tag"))
+    blocks = [p for i, p in enumerate(parts) if not (
+        i == candidates and on("json") or p.startswith("(?P<pycall>"))]
+    # Every alternative's literal head, for the prefilter (``toolcodec.opener_scan``).
+    literals = ([f"<{t}" for t in _TAG_ROWS] + [f"<{t}" for t in fixed] + tokens + framing
+                + anywhere + (["<function="] if on("qwen_xml") else [])
+                + ([f"<{n}" for n in names] if on("tool_tag", "yaml_tag") else []))
+    heads = [regex.sub(r"\(\?P<\w+>", "(?:", start)] if start else []
     return Openers(regex.compile("|".join(parts)), markers,
                    {t: _end_pattern(f) for t, f in markers.items()},
-                   {name: frozenset(params) for name, params in (parameters or {}).items()})
+                   {name: frozenset(params) for name, params in (parameters or {}).items()},
+                   _prefilter(names, literals, heads, on, bare_on),
+                   (regex.compile("|".join(blocks)),
+                    _prefilter(names, literals, heads, on, bare_on, candidates=False)))
+
+
+def _prefilter(names: list[str], literals: list[str], heads: list[str], on: Any, bare: bool,
+               candidates: bool = True) -> Any:
+    """Where one of ``compile_openers``'s alternatives may start (``toolcodec.opener_scan``):
+    each alternative's literal head, the openers read only at the start (*heads*), bare calls
+    and, with *candidates*, the JSON and fence openers and ``[NAME(``."""
+    # The JSON and fence openers as they are (named groups unnamed): cheap on their own.
+    json_opener = regex.sub(r"\(\?P<\w+>", "(?:", _JSON_OPENER) if on("json") else "(?!)"
+    if not candidates:
+        return prefilter(literals, "(?!)", [], names if bare else [], heads)
+    return prefilter(literals, json_opener, names if on("pythonic") else [],
+                     names if bare else [], heads)
 
 
 def _line_call(text: str, start: int, stop: int, openers: tuple[str, ...],
@@ -232,6 +266,16 @@ def _bare_openers(names: list[str], parameters: dict[str, list[str]]) -> str:
 def _tag_pattern(name: str) -> Any:
     """Opening, closing and self-closing tags of one tool's name."""
     return regex.compile(rf"<(?P<close>/[ \t]*)?{regex.escape(name)}(?=[\s>/])[^<>]{{0,64}}>")
+
+
+@lru_cache(maxsize=256)
+def _tag_counters(name: str) -> tuple[Any, Any, Any]:
+    """``_tag_pattern`` split in three: opening tags, the self-closing ones among them, and
+    closing tags (no match of one overlaps a match of another)."""
+    name = regex.escape(name)
+    return (regex.compile(rf"<{name}(?=[\s>/])[^<>]{{0,64}}>"),
+            regex.compile(rf"<{name}(?=[\s>/])[^<>]{{0,63}}/>"),
+            regex.compile(rf"</[ \t]*{name}(?=[\s>/])[^<>]{{0,64}}>"))
 
 
 def _end_pattern(fmt: MarkerFormat) -> Any:
@@ -328,7 +372,9 @@ class Engine:
 
     # -- feeding ------------------------------------------------------------------------------
 
-    def feed(self, chunk: str) -> None:
+    def feed(self, chunk: str, *, last: bool = False) -> None:
+        """Take the next chunk. With *last* (``finish`` follows at once), nothing is read
+        until ``finish``: a search that allows for more text costs twice a final one."""
         if not chunk:
             return
         if self.rest_from is not None:
@@ -338,7 +384,7 @@ class Engine:
         room = self.codec.limits.max_chars - len(self.text)
         if len(chunk) <= room:
             self._append(chunk)
-            if not self._cannot_end(chunk):
+            if not last and not self._cannot_end(chunk):
                 self._advance(final=False)
             return
         self._append(chunk[:room])
@@ -395,7 +441,10 @@ class Engine:
                 return
 
     def _in_free(self, final: bool) -> bool:
-        m = self.codec._openers.pattern.search(self.text, self.pos, partial=not final)
+        openers = self.codec._openers
+        pattern, first = (openers.pattern, openers.first) if self.tries < MAX_CANDIDATES \
+            or openers.blocks_only is None else openers.blocks_only
+        m = find_opener(pattern, first, self.text, self.pos, not final)
         if m is None or m.partial:
             stop = len(self.text) if m is None else m.start()
             self._free_text(self.pos, stop, final, at_end=True)
@@ -704,6 +753,8 @@ class Engine:
             if opening.group().endswith("/>"):
                 return opening.end(), opening.end(), True
             cur.scan, cur.depth = opening.end(), 1
+        if final:
+            return self._tool_tag_end_final(cur)
         pattern = _tag_pattern(cur.tag)
         while True:
             m = pattern.search(text, cur.scan, partial=not final)
@@ -719,6 +770,24 @@ class Engine:
                     return m.end(), m.end(), True
             elif not m.group().endswith("/>"):
                 cur.depth += 1
+
+    def _tool_tag_end_final(self, cur: _Open) -> tuple[int, int, bool]:
+        """``_tool_tag_end`` on the whole text: the opening tags before each close tag are
+        counted in C (a run of ``<NAME>`` cost a Python step each: 0.4 µs per character)."""
+        text = self.text
+        opens, self_closing, closes = _tag_counters(cur.tag)
+        while True:
+            close = closes.search(text, cur.scan)
+            end = len(text) if close is None else close.start()
+            cur.depth += len(opens.findall(text, cur.scan, end)) - len(
+                self_closing.findall(text, cur.scan, end))
+            if close is None:
+                cur.scan = len(text)
+                return len(text), len(text), False
+            cur.scan = close.end()
+            cur.depth -= 1
+            if cur.depth == 0:
+                return close.end(), close.end(), True
 
     def _bare_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
         """A bare call is its parameters' elements, separated by blanks and maybe closed by
@@ -1137,8 +1206,7 @@ class Engine:
         if end <= begin:
             self.pos = max(self.pos, begin)
             return
-        for m in _BRACKETS.finditer(self.text, begin, end):
-            self.depth = self.depth + 1 if m.group() in "{[" else max(0, self.depth - 1)
+        self.depth = bracket_depth(self.text, begin, end, self.depth)
         self._content(begin, end)
         self.pos = end
 

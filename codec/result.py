@@ -10,9 +10,12 @@ from toolcodec.errors import CodecError
 from toolcodec.normalize import (
     SURROGATE_REPLACED,
     replace_surrogates,
-    replace_surrogates_in,
     replace_surrogates_in_errors,
 )
+
+# An integer past the 64 bits a JSON result carries, made the nearest float.
+BIG_INTEGER = "json.big_integer"
+NONFINITE_NUMBER = "json.nonfinite_number"
 
 Path = Literal["native", "xml", "json", "none"]
 SpanKind = Literal["text", "call", "reasoning", "markup", "end", "tokens"]
@@ -128,21 +131,115 @@ def encodable_result(result: DecodeResult) -> DecodeResult:
     if result.reasoning is not None:
         result.reasoning, hit = replace_surrogates(result.reasoning)
         changed |= hit
+    applied: list[str] = []
     for call in result.calls:
-        clean_call(call)
+        applied += clean_call(call)
         changed |= SURROGATE_REPLACED in call.repairs
     changed |= replace_surrogates_in_errors(result.errors)
-    if changed and SURROGATE_REPLACED not in result.repairs:
-        result.repairs.append(SURROGATE_REPLACED)
+    if changed:
+        applied.append(SURROGATE_REPLACED)
+    result.repairs.extend(r for r in unique_ids(applied) if r not in result.repairs)
     return result
 
 
-def clean_call(call: Call) -> None:
-    """Replace lone surrogates in a call's arguments (once), naming the repair on the call."""
+def clean_call(call: Call) -> list[str]:
+    """Make a call's arguments encodable (once), naming the repairs on the call; returns
+    the repairs this applied."""
     try:
         orjson.dumps(call.arguments)  # C speed; fails on a surrogate (or deep nesting)
-        return
+        return []
     except TypeError:
-        call.arguments, hit = replace_surrogates_in(call.arguments)
-    if hit and SURROGATE_REPLACED not in call.repairs:
-        call.repairs.append(SURROGATE_REPLACED)
+        call.arguments, repairs, _ = encodable_value(call.arguments)
+    for repair in repairs:
+        if repair not in call.repairs:
+            call.repairs.append(repair)
+    return repairs
+
+
+def encodable_validation(result: ValidationResult) -> ValidationResult:
+    """Make a validation's arguments and errors encodable, naming the repairs (validation
+    already made its input JSON data: this is the net under what it reports)."""
+    replace_surrogates_in_errors(result.errors)
+    try:
+        orjson.dumps(result.arguments)
+        return result
+    except TypeError:
+        result.arguments, repairs, _ = encodable_value(result.arguments)
+    result.repairs.extend(r for r in repairs if r not in result.repairs)
+    return result
+
+
+_INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1  # what orjson (and so every result) carries
+
+
+def encodable_value(value: Any) -> tuple[Any, list[str], list[tuple[str, str]]]:
+    """A copy of *value* that ``orjson.dumps`` encodes, the repair ids that made it so, and
+    the ``(pointer, type name)`` of each value JSON cannot carry (replaced by its repr).
+
+    Iterative: a value nested as deeply as the limits allow cannot exhaust Python's stack.
+    """
+    repairs: dict[str, None] = {}
+    foreign: list[tuple[str, str]] = []
+    holder: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, str]] = [(value, holder, 0, "")]
+    while stack:
+        node, parent, key, pointer = stack.pop()
+        if isinstance(node, dict):
+            out: dict = {}
+            parent[key] = out
+            for k, v in node.items():
+                k = _encodable_key(k, pointer, repairs, foreign)
+                out[k] = None  # keeps the order; the value lands when its turn comes
+                stack.append((v, out, k, f"{pointer}/{_escape(k)}"))
+        elif isinstance(node, list | tuple):
+            items = [None] * len(node)
+            parent[key] = items
+            stack.extend((v, items, i, f"{pointer}/{i}") for i, v in enumerate(node))
+        else:
+            parent[key] = _encodable_scalar(node, pointer, repairs, foreign)
+    return holder[0], list(repairs), foreign
+
+
+def _encodable_key(key: Any, pointer: str, repairs: dict[str, None],
+                   foreign: list[tuple[str, str]]) -> str:
+    if not isinstance(key, str):
+        foreign.append((pointer, f"{type(key).__name__} key"))
+        return repr(key)[:_MAX_REPR]
+    key, hit = replace_surrogates(key)
+    if hit:
+        repairs[SURROGATE_REPLACED] = None
+    return key
+
+
+def _encodable_scalar(value: Any, pointer: str, repairs: dict[str, None],
+                      foreign: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        value, hit = replace_surrogates(value)
+        if hit:
+            repairs[SURROGATE_REPLACED] = None
+        return value
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        if _INT_MIN <= value <= _UINT_MAX:
+            return value
+        try:
+            repairs[BIG_INTEGER] = None
+            return float(value)
+        except OverflowError:  # beyond the float range too: null, as repair_json does
+            repairs[NONFINITE_NUMBER] = None
+            return None
+    try:
+        orjson.dumps(value)  # orjson's own types (datetime, UUID, dataclasses, ...) pass
+        return value
+    except TypeError:
+        foreign.append((pointer, type(value).__name__))
+        shown, _ = replace_surrogates(repr(value)[:_MAX_REPR])
+        return shown
+
+
+_MAX_REPR = 80
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")

@@ -177,7 +177,10 @@ class ToolCallCodec:
                                f"(assistant message), not {type(data).__name__}",
                                {"got": type(data).__name__})
             return DecodeResult(ok=False, errors=[error])
-        except Exception as exc:  # noqa: BLE001 - a bug here must not reach the caller
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a bug (or a PanicException) must not
+            # reach the caller
             text = data if isinstance(data, str) else ""
             error = CodecError(INTERNAL_ERROR, f"decoder failed: {type(exc).__name__}: {exc}")
             return encodable_result(DecodeResult(
@@ -206,7 +209,7 @@ class ToolCallCodec:
 
     def _decode_text(self, text: str, finish_reason: str | None = None) -> DecodeResult:
         eng = self.engine()
-        eng.feed(text)
+        eng.feed(text, last=True)
         eng.finish(finish_reason)
         return eng.result()
 
@@ -492,7 +495,7 @@ class ToolCallCodec:
                         finish_reason: str | None = None) -> DecodeResult:
         msg = native.read_message(message)
         eng = self.engine(native=msg.has_calls)
-        eng.feed(msg.content)
+        eng.feed(msg.content, last=True)
         eng.finish(finish_reason)
         return self.message_result(eng, msg)
 

@@ -18,7 +18,9 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 from toolcodec import schema_regex
+from toolcodec.schema_budget import counted
 from toolcodec.schema_fast import compile_check
+from toolcodec.schema_refs import SchemaRefError, keywords_per_value
 
 _SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema")
 _EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -43,6 +45,9 @@ class ToolSpec:
     validator: Validator
     # "valid for sure" for schemas in the common subset (``toolcodec.schema_fast``), else None.
     fast_check: Callable[[Any], bool] | None = None
+    # The most keywords that apply to one value (``toolcodec.schema_refs``): scales the
+    # validation budget (``toolcodec.schema_budget``).
+    per_value: int = 1
 
 
 class ToolRegistry:
@@ -116,7 +121,8 @@ def _parse_tool(index: int, entry: object) -> ToolSpec:
     if not isinstance(description, str):
         raise InvalidToolsError(f"{where}: 'description' must be a string")
     schema = _schema_of(where, body)
-    return ToolSpec(name, description, schema, _compile(where, schema), compile_check(schema))
+    validator, per_value = _compile_costed(where, schema)
+    return ToolSpec(name, description, schema, validator, compile_check(schema), per_value)
 
 
 def _function_body(where: str, entry: dict) -> dict:
@@ -176,13 +182,19 @@ def _strict_class(base: type) -> type:
         checker = base.TYPE_CHECKER.redefine(
             "integer", lambda _checker, inst: isinstance(inst, int) and not isinstance(inst, bool)
         )
-        keywords = {k: f for k, f in schema_regex.KEYWORDS.items() if k in base.VALIDATORS}
-        cls = extend(base, validators=keywords, type_checker=checker)
+        keywords = {**base.VALIDATORS, **{k: f for k, f in schema_regex.KEYWORDS.items()
+                                           if k in base.VALIDATORS}}
+        cls = extend(base, validators=counted(keywords), type_checker=checker)
         _STRICT_CLASSES[base] = cls
     return cls
 
 
 def _compile(where: str, schema: dict | bool) -> Validator:
+    return _compile_costed(where, schema)[0]
+
+
+def _compile_costed(where: str, schema: dict | bool) -> tuple[Validator, int]:
+    """The validator, and how many keywords apply to one value at most."""
     # The declared draft decides the keyword meanings (draft-07 ``items: [...]`` differs
     # from 2020-12); 2020-12 when none is declared. No format checker: in 2020-12 ``format``
     # is an annotation, and rejecting a call over a date's spelling would be a guess.
@@ -198,7 +210,12 @@ def _compile(where: str, schema: dict | bool) -> Validator:
         schema_regex.check_patterns(schema)
     except schema_regex.UnsafePattern as exc:
         raise InvalidToolsError(f"{where}: {exc}") from None
-    return _strict_class(base)(schema)
+    try:
+        per_value = keywords_per_value(schema, base.META_SCHEMA.get("$id") or
+                                       base.META_SCHEMA.get("id", ""))
+    except SchemaRefError as exc:
+        raise InvalidToolsError(f"{where}: invalid parameter schema: {exc}") from None
+    return _strict_class(base)(schema), per_value
 
 
 def compile_schema(where: str, schema: dict | bool) -> Validator:

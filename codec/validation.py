@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from toolcodec.coerce import DECODE_JSON_STRING, coerce_checked
 from toolcodec.errors import (
     ARITHMETIC_EXPRESSION,
+    INTERNAL_ERROR,
     INVALID_JSON,
     NESTING_TOO_DEEP,
     SCHEMA_VIOLATION,
@@ -18,7 +20,8 @@ from toolcodec.jsonrepair import repair_json
 from toolcodec.jsonscan import is_arithmetic
 from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.normalize import NestingTooDeep, normalize_payload
-from toolcodec.result import ValidationResult
+from toolcodec.result import ValidationResult, encodable_validation, encodable_value
+from toolcodec.schema_budget import TooCostly, spending, steps_for
 from toolcodec.tools import ToolRegistry, ToolSpec
 
 _MAX_ERRORS = 50  # one bad array of 10 000 items must not yield 10 000 errors
@@ -71,7 +74,49 @@ def validate_call(
     so the caller sees what was checked. ``ok`` is true iff there are no errors.
     *text_values* and *nfkc_strings* are passed on to coercion and normalisation; *limits*
     bounds the nesting depth and any JSON string decoded here.
+
+    Never raises, whatever *arguments* hold: the result always encodes as JSON
+    (`encodable_validation`), a check that spends its budget (`toolcodec.schema_budget`) is a
+    ``schema_violation``, and any exception (a ``BaseException`` too, such as a Rust
+    extension's ``PanicException``; only ``KeyboardInterrupt``, ``SystemExit`` and
+    ``GeneratorExit`` propagate) is an ``internal_error``.
     """
+    arguments, repairs, foreign = _json_arguments(arguments)
+    try:
+        result = _validate_call(registry, name, arguments, text_values=text_values,
+                                nfkc_strings=nfkc_strings, limits=limits)
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a bug or a panic must not reach the caller
+        error = CodecError(INTERNAL_ERROR, f"validation of {_short(repr(name))} failed: "
+                           f"{type(exc).__name__}: {_short(str(exc), _MAX_MESSAGE)}",
+                           {"tool": _short(str(name)), "exception": type(exc).__name__})
+        result = ValidationResult(False, arguments, [], [error])
+    if repairs or foreign:
+        result.repairs[:0] = [r for r in repairs if r not in result.repairs]
+        result.errors.extend(foreign)
+        result.ok = result.ok and not foreign
+    return encodable_validation(result)
+
+
+def _json_arguments(arguments: object) -> tuple[Any, list[str], list[CodecError]]:
+    """*arguments* as values JSON carries, before the schema judges them (a Python caller may
+    pass integers past 64 bits, lone surrogates, bytes...): the repairs that made them so and
+    a ``schema_violation`` for each value no JSON could carry."""
+    try:
+        orjson.dumps(arguments)  # C speed: the common case is already JSON
+        return arguments, [], []
+    except TypeError:
+        arguments, repairs, foreign = encodable_value(arguments)
+    errors = [CodecError(SCHEMA_VIOLATION,
+                         f"{pointer or '(arguments)'}: a Python {kind} is not a JSON value",
+                         {"path": pointer, "validator": "type"})
+              for pointer, kind in foreign[:_MAX_ERRORS]]
+    return arguments, repairs, errors
+
+
+def _validate_call(registry: ToolRegistry, name: str, arguments: object, *,
+                   text_values: bool, nfkc_strings: bool, limits: Limits) -> ValidationResult:
     spec = registry.get(name) if isinstance(name, str) else None
     if spec is None:
         return ValidationResult(False, arguments, [], [_unknown_tool(registry, name)])
@@ -84,10 +129,19 @@ def validate_call(
             arguments, nfkc_strings=nfkc_strings, max_depth=limits.max_depth
         )
         _extend(repairs, found)
-        arguments, found, valid = coerce_checked(spec, arguments, text_values=text_values,
-                                                 limits=limits)
-        _extend(repairs, found)
-        errors = [] if valid else check_arguments(spec, arguments)
+        with spending(steps_for(arguments, spec.per_value)):
+            arguments, found, valid = coerce_checked(spec, arguments, text_values=text_values,
+                                                     limits=limits)
+            _extend(repairs, found)
+            errors = [] if valid else check_arguments(spec, arguments)
+    except TooCostly:
+        error = CodecError(
+            SCHEMA_VIOLATION,
+            f"arguments of {spec.name!r} could not be checked: its schema's subschemas branch "
+            "too much for a value this deep (the check's budget is spent)",
+            {"path": "", "tool": spec.name, "validator": "cost_limit"},
+        )
+        return ValidationResult(False, arguments, repairs, [error])
     except (NestingTooDeep, RecursionError):
         error = CodecError(
             NESTING_TOO_DEEP,

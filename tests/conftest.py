@@ -2,24 +2,46 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from tests.redis_server import RedisBinaryMissing, RedisServer, WorkerProcessGroup, free_port
 
-# One Hypothesis profile for the whole suite: no per-example deadline and no "too slow" or
-# "filtered too much" health checks, because a busy 2-core machine makes timing meaningless.
-# Speed is the benchmarks' job (tests/benchmarks/), not the property tests'.
-settings.register_profile(
-    "toolcodec",
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                           HealthCheck.data_too_large],
-)
-settings.load_profile("toolcodec")
+# Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (docs/testing.md):
+# - "ci" (the default): derandomized and without an example database, so every run of the
+#   same code tries the same examples and an example saved on one machine cannot fail
+#   another's run. What exploring finds becomes an @example or a plain test instead.
+# - "dev": random seeds, more examples (EXAMPLES_FACTOR times each test's own count) and the
+#   database in .hypothesis/ (never committed), to explore before submitting.
+# Neither has a per-example deadline or the "too slow"/"filtered too much" health checks: a
+# busy 2-core machine makes timing meaningless. Speed is the benchmarks' job.
+_RELAXED = {"deadline": None, "print_blob": True,
+            "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                      HealthCheck.data_too_large]}
+EXAMPLES_FACTOR = 10
+settings.register_profile("ci", derandomize=True, database=None, **_RELAXED)
+settings.register_profile("dev", max_examples=100 * EXAMPLES_FACTOR, derandomize=False,
+                          database=DirectoryBasedExampleDatabase(".hypothesis/examples"),
+                          **_RELAXED)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or "ci"
+settings.load_profile(PROFILE)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under "dev", tests that set their own max_examples run EXAMPLES_FACTOR times as many."""
+    if PROFILE != "dev":
+        return
+    for item in items:
+        test = getattr(item, "obj", None)
+        own = getattr(test, "_hypothesis_internal_use_settings", None)
+        if own is not None and own.max_examples < 100 * EXAMPLES_FACTOR:
+            test._hypothesis_internal_use_settings = settings(
+                own, max_examples=own.max_examples * EXAMPLES_FACTOR)
 
 
 def _new_server(**kwargs: object) -> RedisServer:

@@ -92,3 +92,106 @@ def test_deep_arguments_never_exhaust_the_stack() -> None:
         too_deep = [too_deep]
     result = codec.validate("g", {"a": too_deep}, tools=tools)
     assert [e.code for e in result.errors] == ["nesting_too_deep"]
+
+
+class Panic(BaseException):
+    """Stands for ``pyo3_runtime.PanicException``: a BaseException, not an Exception."""
+
+
+class PanicsOnCompare(str):
+    """A string argument whose comparison panics (jsonschema compares it with an enum)."""
+
+    def __eq__(self, other: object) -> bool:
+        raise Panic("explicit panic")
+
+    __hash__ = str.__hash__
+
+
+ENUM_TOOLS = [{"name": "pick", "parameters": {"type": "object", "properties": {
+    "x": {"enum": ["a", {"b": 1}]}}}}]
+
+
+def test_a_panic_inside_validate_is_an_internal_error() -> None:
+    result = codec.validate("pick", {"x": PanicsOnCompare("c")}, tools=ENUM_TOOLS)
+    assert [e.code for e in result.errors] == ["internal_error"]
+    assert result.errors[0].details["exception"] == "Panic"
+    orjson.dumps(result.to_dict())
+
+
+class PanickingHeuristic:
+    id = "custom.panics"
+    phase = "pre-parse"
+
+    def applies(self, ctx: object) -> bool:
+        raise Panic("explicit panic")
+
+    def run(self, ctx: object) -> None:  # pragma: no cover - applies() never says yes
+        raise AssertionError
+
+
+def test_a_panic_inside_decode_is_an_internal_error() -> None:
+    c = codec.ToolCallCodec(TOOLS, heuristics=[PanickingHeuristic()])
+    result = c.decode("<note><text>hi</text></note>")
+    assert [e.code for e in result.errors] == ["internal_error"]
+    orjson.dumps(result.to_dict())
+
+
+def test_a_panic_inside_a_job_is_an_internal_error_and_interrupts_still_propagate() -> None:
+    from toolcodec.worker.jobs import run_job
+
+    job = {"id": "j1", "op": "validate", "payload": {
+        "name": "pick", "arguments": {"x": PanicsOnCompare("c")}, "tools": ENUM_TOOLS}}
+    out = run_job(job)
+    assert out["status"] == "ok" and out["result"]["errors"][0]["code"] == "internal_error"
+
+    class Interrupting(str):
+        def __eq__(self, other: object) -> bool:
+            raise KeyboardInterrupt
+
+        __hash__ = str.__hash__
+
+    import pytest
+
+    with pytest.raises(KeyboardInterrupt):
+        codec.validate("pick", {"x": Interrupting("c")}, tools=ENUM_TOOLS)
+
+
+def test_python_integers_past_64_bits_and_surrogates_encode_from_validate() -> None:
+    result = codec.validate("note", {"n": 2**70, "m": -(2**64), "huge": 10**400,
+                                     "u": 2**64 - 1, "s": "a\ud800", "\udc00k": [2**65]},
+                            tools=INT_TOOLS)
+    out = orjson.loads(orjson.dumps(result.to_dict()))
+    assert out["arguments"] == {"n": float(2**70), "m": float(-(2**64)), "huge": None,
+                                "u": 2**64 - 1, "s": "a\ufffd", "\ufffdk": [float(2**65)]}
+    assert set(out["repairs"]) >= {"json.big_integer", "json.nonfinite_number",
+                                   "text.surrogate_replaced"}
+    # the schema then judges the float: 2**70 is no integer for the codec
+    bad = codec.validate("note", {"n": 2**70}, tools=INT_TOOLS)
+    assert not bad.ok and bad.errors[0].details["path"] == "/n"
+
+
+def test_native_message_arguments_past_64_bits_encode() -> None:
+    message = {"role": "assistant", "tool_calls": [{"type": "function", "function": {
+        "name": "note", "arguments": {"xs": [2**80, 1], "text": "\udfff"}}}]}
+    encoded = orjson.loads(orjson.dumps(codec.decode(message, tools=INT_TOOLS).to_dict()))
+    assert encoded["errors"][0]["path"] == "/xs/0"  # a float is not an integer item
+    encoded = orjson.loads(orjson.dumps(codec.decode(message, tools=TOOLS).to_dict()))
+    assert encoded["calls"][0]["arguments"] == {"xs": [float(2**80), 1], "text": "\ufffd"}
+    assert {"json.big_integer", "text.surrogate_replaced"} <= set(encoded["repairs"])
+
+
+def test_values_json_cannot_carry_are_named_and_the_result_still_encodes() -> None:
+    result = codec.validate("note", {"text": b"raw", 7: "seven", "s": {1, 2}}, tools=TOOLS)
+    assert not result.ok
+    assert sorted((e.details["path"], e.message.split(": ", 1)[1]) for e in result.errors) == [
+        ("", "a Python int key is not a JSON value"),
+        ("/s", "a Python set is not a JSON value"),
+        ("/text", "a Python bytes is not a JSON value")]
+    encoded = orjson.loads(orjson.dumps(result.to_dict()))
+    assert encoded["arguments"]["text"] == "b'raw'" and encoded["arguments"]["7"] == "seven"
+
+
+def test_an_unknown_tool_named_with_a_surrogate_encodes() -> None:
+    result = codec.validate("no\ud800pe", {}, tools=TOOLS)
+    assert [e.code for e in result.errors] == ["unknown_tool"]
+    orjson.dumps(result.to_dict())

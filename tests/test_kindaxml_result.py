@@ -91,3 +91,27 @@ def test_a_parse_keeps_no_object_per_tag_for_the_collector(options):
     held = len(gc.get_objects()) - before
     assert held < 100, held
     assert len(result.annotations) + len(result.markers) == 12000
+
+
+def test_to_dict_of_many_unclosed_tags_sets_off_no_collection() -> None:
+    """Every collection during ``to_dict`` walked the whole growing output again: 1 MB of
+    unclosed tags took 2.5x the time per doubling. Counted, not timed."""
+    import gc
+
+    from toolcodec.kindaxml import parse
+
+    result = parse("<note>a word\n" * 20_000)
+    runs: list[int] = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start":
+            runs.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        out = result.to_dict()
+    finally:
+        gc.callbacks.remove(count)
+    assert len(out["annotations"]) == 20_000
+    assert runs in ([], [0])  # at most the one young collection once it is on again
+    assert gc.isenabled()

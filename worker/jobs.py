@@ -3,7 +3,9 @@
 A job is ``{"id": str, "op": str, "payload": dict, "deadline": float}`` where ``deadline`` is
 an absolute ``time.time()``. :func:`run_job` always returns an envelope and never raises on a
 bad job: a malformed job is ``bad_request``, an exception inside the codec is
-``internal_error`` naming the job id, a job picked up after its deadline is ``timeout``.
+``internal_error`` naming the job id (any ``BaseException``, a Rust extension's
+``PanicException`` included; only ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit``
+propagate), a job picked up after its deadline is ``timeout``.
 """
 
 from __future__ import annotations
@@ -52,7 +54,10 @@ def run_job(job: dict) -> dict:
     except BadRequest as exc:
         details = {"field": exc.field} if exc.field else {}
         return error_envelope(op_name, "error", BAD_REQUEST, str(exc), **details)
-    except Exception as exc:  # the worker must answer, whatever the codec did
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the worker must answer, whatever the codec
+        # did; a Rust extension's PanicException is a BaseException too
         return internal_error(job, exc)
 
 

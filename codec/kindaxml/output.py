@@ -8,6 +8,9 @@ Result records are immutable named tuples, safe to share between segments and ca
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from toolcodec.kindaxml.columns import Columns
@@ -197,7 +200,17 @@ class ParseResult:
         self._recoveries = value
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data: ``text`` and the four lists, each record as its ``to_dict``."""
+        """Plain JSON data: ``text`` and the four lists, each record as its ``to_dict``.
+
+        The cyclic collector is paused while the output is built: it holds several dicts and
+        lists per tag, all alive to the end, and each full collection the growing heap set
+        off walked every one of them again (1 MB of unclosed tags: 2.5x the time per doubling
+        of the input). Nothing built here can form a cycle, so there is nothing to collect.
+        """
+        with _collector_paused():
+            return self._to_dict()
+
+    def _to_dict(self) -> dict[str, Any]:
         c = self._columns
         return {
             "text": self.text,
@@ -316,3 +329,15 @@ def _segment_dicts(c: Columns) -> list[dict[str, Any]]:
 
 def _copy(attrs: dict[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, list) else v for k, v in attrs.items()}
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Disable the cyclic garbage collector inside the block; re-enable it after, if it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -1,0 +1,95 @@
+"""Per-character cost of the worst constructs: long runs of one markup character or tag.
+
+Run: ``python tests/benchmarks/bench_worst_case.py [--size N] [--repeat R]``. For each
+construct (``[``, ``{``, ``<``, ``<a>``, ``<|``, ``[{``, a tool's own tag, ...) it times
+``decode``, ``kindaxml.parse(...).to_dict()`` and ``repair_json`` on a run of it ``N``
+characters long (default 40 000) and on one four times longer, and prints µs per character
+at both sizes and the ratio large/small (about 4 when linear). The baseline, measured in the
+same run, is ``decode`` of plain prose of the same length: each row also gives its cost as
+a multiple of that.
+
+Judged: the worst ``decode`` cost per character must stay under 0.3 µs (issue #25: 40 KB of
+``[``, ``{`` or ``<`` cost more than 50 ms, 1.4 µs per character) and every ratio under 5.
+Exits 1 otherwise. CPU time (``time.process_time``), best of ``R`` runs: on a shared
+machine wall time would mostly measure the neighbours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import toolcodec as codec  # noqa: E402
+from toolcodec import kindaxml  # noqa: E402
+
+TARGET_US_PER_CHAR = 0.3
+TARGET_RATIO = 5.0
+CONSTRUCTS = ["[", "{", "<", "[]", "[{", "{}", "<a>", "</a>", "<a", "<|", "`", "```json\n",
+              "[f", '{"a":', "[1,", "<f>", "<tool_call>", "<!--", "<![CDATA[", "<think>",
+              '"', "'", "\\", "\n"]
+TOOLS = [{"name": "f", "parameters": {"type": "object", "properties": {
+    "a": {"type": "string"}, "n": {"type": "integer"}}}}]
+
+
+def cpu_best(fn: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return min(times)
+
+
+def run_of(construct: str, size: int) -> str:
+    return construct * max(1, size // len(construct))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", type=int, default=40_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    c = codec.ToolCallCodec(TOOLS)
+    entries: dict[str, Callable[[str], object]] = {
+        "decode": c.decode,
+        "kindaxml": lambda t: kindaxml.parse(t).to_dict(),
+        "repair_json": codec.repair_json,
+    }
+    sizes = (args.size, 4 * args.size)
+    prose = [cpu_best(lambda t=t: c.decode(t), args.repeat) * 1e6 / len(t)
+             for t in (run_of("word ", n) for n in sizes)]
+    print(f"baseline: decode of prose {prose[0]:.3f} / {prose[1]:.3f} µs per character "
+          f"({sizes[0]} / {sizes[1]} characters; CPU time, best of {args.repeat})")
+    print(f"{'construct':>14} " + " ".join(f"{name + ' µs/ch':>20} {'×4':>5}"
+                                           for name in entries) + "  decode/prose")
+    worst, bad = ("", 0.0), []
+    for construct in CONSTRUCTS:
+        cells = []
+        for name, entry in entries.items():
+            texts = [run_of(construct, n) for n in sizes]
+            costs = [cpu_best(lambda t=t, e=entry: e(t), args.repeat) * 1e6 / len(t)
+                     for t in texts]
+            ratio = costs[1] / max(costs[0], 1e-9)
+            cells.append(f"{costs[0]:>9.3f} {costs[1]:>9.3f}  {ratio:>5.1f}")
+            if name == "decode" and costs[1] > worst[1]:
+                worst = (construct, costs[1])
+            if costs[1] > 0.05 and ratio > TARGET_RATIO:  # tiny costs: timer noise
+                bad.append(f"{name} on {construct!r}: ×{ratio:.1f} for 4× the input")
+        decode_cost = float(cells[0].split()[1])
+        print(f"{construct!r:>14} " + " ".join(cells) + f"  {decode_cost / prose[1]:>8.1f}x")
+    print(f"worst decode: {worst[0]!r} at {worst[1]:.3f} µs per character "
+          f"(target < {TARGET_US_PER_CHAR})")
+    if worst[1] >= TARGET_US_PER_CHAR:
+        bad.append(f"decode on {worst[0]!r}: {worst[1]:.3f} µs per character")
+    for line in bad:
+        print("OVER TARGET:", line)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
