@@ -36,7 +36,8 @@ class Waiter(Generic[T]):
     """A caller in line; ``item`` is set (under the lock) when a worker is handed over.
 
     ``job`` is what the caller wants run; ``started`` is set by the releaser once it has
-    handed ``job`` to the item itself, before calling ``notify``.
+    handed ``job`` to the item itself, before calling ``notify``: the ``time.monotonic()``
+    it was sent at (0.0 while it was not).
     """
 
     __slots__ = ("item", "notify", "job", "started")
@@ -45,7 +46,7 @@ class Waiter(Generic[T]):
         self.item: T | None = None
         self.notify = notify
         self.job = job
-        self.started = False
+        self.started = 0.0
 
 
 class WorkerLine(Generic[T]):
@@ -150,3 +151,37 @@ class WorkerLine(Generic[T]):
     def _changed_if_closed(self) -> None:
         if self.closed:
             self._changed.notify_all()
+
+
+class RunTimes:
+    """Per op, a running estimate of how long a job runs once started: what a caller keeps
+    of its budget for the run when it decides how long it may wait for a worker.
+
+    The estimate is a high quantile, not the mean: an exponentially weighted mean plus four
+    times the weighted mean deviation (for a normal spread that is past the 99th percentile),
+    never under ``floor`` (the wake-ups and system calls of a round trip) nor over ``share``
+    of the budget, so a job may always wait at least the rest. Updates race only with other
+    updates of the same op and at worst lose one observation, so they take no lock.
+    """
+
+    ALPHA = 0.05  # weight of a new observation: about the last 20-40 jobs count
+
+    def __init__(self, floor: float = 0.001, share: float = 0.5) -> None:
+        self.floor, self.share = floor, share
+        self._mean: dict[str, float] = {}
+        self._dev: dict[str, float] = {}
+
+    def observe(self, op: str, seconds: float) -> None:
+        """Count one job of ``op`` that ran for ``seconds`` (from start to its answer)."""
+        mean = self._mean.get(op)
+        if mean is None:
+            self._mean[op], self._dev[op] = seconds, seconds / 2
+            return
+        self._dev[op] += self.ALPHA * (abs(seconds - mean) - self._dev[op])
+        self._mean[op] = mean + self.ALPHA * (seconds - mean)
+
+    def reserve(self, op: str, budget: float) -> float:
+        """Seconds of ``budget`` kept for the run of a job of ``op``."""
+        mean = self._mean.get(op)
+        estimate = self.floor if mean is None else mean + 4 * self._dev[op]
+        return min(max(estimate, self.floor), self.share * budget)

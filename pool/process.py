@@ -29,9 +29,10 @@ from typing import Any
 import orjson
 from toolcodec.errors import BAD_REQUEST, REJECTED, TIMEOUT, WORKER_LOST
 from toolcodec.limits import Limits
-from toolcodec.pool.admission import Closed, QueueFull, Waiter, WorkerLine
+from toolcodec.pool.admission import Closed, QueueFull, RunTimes, Waiter, WorkerLine
 from toolcodec.pool.door import MAX_TIMEOUT_MS
 from toolcodec.worker.child import RUN_JOB_HANDLER, WorkerDied, WorkerProcess
+from toolcodec.worker.deadlines import CLOSED, QUEUE_FULL, shed_envelope
 from toolcodec.worker.envelope import complete, error_envelope
 from toolcodec.worker.jobs import warm
 from toolcodec.worker.limits import ENV as LIMIT_ENV
@@ -54,6 +55,24 @@ class _Slot:
 # What a round trip waits for, until when (time.monotonic(); None: until it happens).
 _Wait = tuple["Waiter[_Slot] | _Slot", float | None]
 _Trip = Generator[_Wait, bool, dict]
+
+
+class _TripTimes:
+    """A call's budget as instants (``time.monotonic()``): when it started and ends, and,
+    from the op's run times as they are at the moment of asking, the last moment its job
+    may be sent to a worker."""
+
+    __slots__ = ("op", "start", "deadline", "run_times")
+
+    def __init__(self, op: str, start: float, deadline: float, run_times: RunTimes) -> None:
+        self.op, self.start, self.deadline, self.run_times = op, start, deadline, run_times
+
+    @property
+    def budget(self) -> float:
+        return self.deadline - self.start
+
+    def start_by(self) -> float:
+        return self.deadline - self.run_times.reserve(self.op, self.budget)
 
 
 class _ThreadSignal:
@@ -136,7 +155,10 @@ class ProcessBackend:
     """A pool of ``workers`` processes with hard per-job deadlines.
 
     ``timeout_ms`` is the default budget of a call, counted from the moment ``submit`` is
-    called (waiting for a free worker included). ``queue_size`` bounds how many callers may
+    called (or from ``arrived``, when the caller's request waited before that), waiting for a
+    free worker included. A job starts only while the budget still holds its expected run
+    time (:class:`RunTimes`); one that cannot start by then is shed (``rejected``, reason
+    ``shed``; ``toolcodec.worker.deadlines``). ``queue_size`` bounds how many callers may
     wait for a worker; beyond it ``submit`` answers ``rejected`` at once. ``limits`` are
     the operator's ceilings for the workers (by default their environment's). Budgets and
     payloads are checked by ``Pool`` before they get here.
@@ -165,6 +187,7 @@ class ProcessBackend:
         self.timeout_ms = float(timeout_ms)
         self.metrics = metrics
         self._line: WorkerLine[_Slot] = WorkerLine(self.workers, queue_size)
+        self.run_times = RunTimes()
         self._ids = itertools.count(1)
         self._id_prefix = f"{os.getpid()}-{id(self):x}-"
         self._stopping = False
@@ -189,10 +212,14 @@ class ProcessBackend:
 
     # -- calls -------------------------------------------------------------------------
 
-    def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict:
-        """Run one job; returns the envelope within the budget (plus a small grace)."""
+    def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
+               arrived: float | None = None) -> dict:
+        """Run one job; returns the envelope within the budget (plus a small grace).
+
+        ``arrived`` (a ``time.monotonic()``) is when the budget started, if before this call.
+        """
         signal = _thread_signal()
-        trip = self._call(op, payload, self._budget(timeout_ms), signal)
+        trip = self._call(op, payload, self._budget(timeout_ms), signal, arrived)
         ready = False
         try:
             target, deadline = next(trip)
@@ -211,10 +238,11 @@ class ProcessBackend:
         except StopIteration as stop:
             return stop.value
 
-    async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict:
+    async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
+                      arrived: float | None = None) -> dict:
         """Like :meth:`submit`, without blocking the event loop (no thread per call)."""
         signal = _LoopSignal(asyncio.get_running_loop())
-        trip = self._call(op, payload, self._budget(timeout_ms), signal)
+        trip = self._call(op, payload, self._budget(timeout_ms), signal, arrived)
         ready = False
         try:
             target, deadline = next(trip)
@@ -261,56 +289,64 @@ class ProcessBackend:
 
     # -- the round trip ----------------------------------------------------------------
 
-    def _call(self, op: str, payload: dict, budget: float, signal: Any) -> _Trip:
+    def _call(self, op: str, payload: dict, budget: float, signal: Any,
+              arrived: float | None = None) -> _Trip:
         """One call, from encoding the job to the completed envelope."""
-        start = time.monotonic()
-        data = self._encode(op, payload, budget)
+        now = time.monotonic()
+        start = now if arrived is None else min(arrived, now)
+        deadline = start + budget
+        data = self._encode(op, payload, deadline - now)
         if isinstance(data, dict):  # not JSON data: answered without a worker
             out = data
         else:
-            out = yield from self._round_trip(op, data, start + budget, budget, signal)
+            times = _TripTimes(op, start, deadline, self.run_times)
+            out = yield from self._round_trip(op, data, times, signal)
         envelope = complete(out, op, BACKEND, start)
         if self.metrics is not None:
             self.metrics.observe(op, BACKEND, envelope)
         return envelope
 
-    def _round_trip(
-        self, op: str, data: bytes, deadline: float, budget: float, signal: Any
-    ) -> _Trip:
+    def _round_trip(self, op: str, data: bytes, times: _TripTimes, signal: Any) -> _Trip:
         while True:
             try:
-                slot, waiter = self._line.take_or_wait(signal.arm(), (data, deadline))
+                slot, waiter = self._line.take_or_wait(signal.arm(), (data, times))
             except (QueueFull, Closed) as exc:
                 return self._rejected(op, exc)
-            started = False
+            sent_at = 0.0
             if waiter is not None:
-                slot, started = yield from self._handed_over(waiter, deadline, signal)
+                slot, sent_at = yield from self._handed_over(waiter, times.start_by(), signal)
             if slot is None:
-                return self._timeout(op, budget, "no worker became free")
-            if started:
+                return self._shed(op, times)
+            if sent_at:
                 break
-            sent = self._deliver(slot, data, deadline)
+            sent = self._deliver(slot, data, times.start_by())
             if sent is None:
-                return self._timeout(op, budget, "no worker became free")
+                return self._shed(op, times)
             if sent:
+                sent_at = time.monotonic()
                 break  # else the worker had died while idle: the job never left, try again
         try:
-            answered = yield slot, deadline
+            answered = yield slot, times.deadline
         except BaseException:  # the caller went away mid-job: nobody will read the answer
             self._revive(slot, "timeout")
             raise
-        if not answered:
+        # A caller whose own thread or event loop was slow to wake may find the answer
+        # already there at its deadline: that job ran in time and its answer is kept.
+        if not answered and not slot.proc.poll(0):
             self._revive(slot, "timeout")
-            return self._timeout(op, budget, f"worker {slot.proc.pid} is being replaced")
-        return self._collect(op, slot)
+            return self._timeout(op, times.budget, f"worker {slot.proc.pid} is being replaced")
+        out = self._collect(op, slot)
+        if out.get("status") == "ok":
+            self.run_times.observe(op, time.monotonic() - sent_at)
+        return out
 
     def _handed_over(
-        self, waiter: Waiter[_Slot], deadline: float, signal: Any
-    ) -> Generator[_Wait, bool, tuple[_Slot | None, bool]]:
-        """Wait in line: the worker handed over (None at the deadline) and whether the
-        releaser already started the job on it."""
+        self, waiter: Waiter[_Slot], start_by: float, signal: Any
+    ) -> Generator[_Wait, bool, tuple[_Slot | None, float]]:
+        """Wait in line until ``start_by``: the worker handed over (None if none was) and
+        when the releaser started the job on it (0.0 if it did not)."""
         try:
-            if not (yield waiter, deadline):
+            if not (yield waiter, start_by):
                 if self._line.leave(waiter) is None:
                     return None, False
                 yield waiter, None  # handed over at the last instant: the releaser is finishing
@@ -334,19 +370,20 @@ class ProcessBackend:
         waiter = self._line.release(slot, back=back)
         if waiter is None:
             return
-        data, deadline = waiter.job
-        if time.monotonic() < deadline:
+        data, times = waiter.job
+        now = time.monotonic()
+        if now < times.start_by():
             try:
                 slot.proc.send_encoded(data)
-                waiter.started = True
+                waiter.started = now
             except WorkerDied:
                 pass  # the waiter sends itself, finds the worker dead and has it replaced
         waiter.notify()
 
-    def _deliver(self, slot: _Slot, data: bytes, deadline: float) -> bool | None:
+    def _deliver(self, slot: _Slot, data: bytes, start_by: float) -> bool | None:
         """Send the job: True; False if the worker had died while idle (the job never left);
-        None if the deadline passed first (the worker is given back unused)."""
-        if time.monotonic() >= deadline:
+        None if its time to start passed first (the worker is given back unused)."""
+        if time.monotonic() >= start_by:
             self._release(slot)
             return None
         try:
@@ -365,12 +402,12 @@ class ProcessBackend:
         self._release(slot)
         return out
 
-    def _encode(self, op: str, payload: dict, budget: float) -> bytes | dict:
+    def _encode(self, op: str, payload: dict, left: float) -> bytes | dict:
         job = {
             "id": f"{self._id_prefix}{next(self._ids)}",
             "op": op,
             "payload": payload,
-            "deadline": time.time() + budget,
+            "deadline": time.time() + left,
         }
         try:
             return orjson.dumps(job)
@@ -387,8 +424,15 @@ class ProcessBackend:
         return error_envelope(op, "timeout", TIMEOUT, f"no answer within {ms:g} ms ({why})")
 
     def _rejected(self, op: str, exc: Exception) -> dict:
-        why = "the pool is closed" if isinstance(exc, Closed) else f"queue full: {exc}"
-        return error_envelope(op, "rejected", REJECTED, f"job not accepted: {why}")
+        closed = isinstance(exc, Closed)
+        why = "the pool is closed" if closed else f"queue full: {exc}"
+        return error_envelope(op, "rejected", REJECTED, f"job not accepted: {why}",
+                              reason=CLOSED if closed else QUEUE_FULL)
+
+    @staticmethod
+    def _shed(op: str, times: _TripTimes) -> dict:
+        return shed_envelope(op, times.budget, time.monotonic() - times.start,
+                             times.deadline - times.start_by())
 
     # -- supervision -------------------------------------------------------------------
 
