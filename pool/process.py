@@ -30,6 +30,7 @@ import orjson
 from toolcodec.errors import BAD_REQUEST, REJECTED, TIMEOUT, WORKER_LOST
 from toolcodec.limits import Limits
 from toolcodec.pool.admission import Closed, QueueFull, RunTimes, Waiter, WorkerLine
+from toolcodec.pool.collector import Collector
 from toolcodec.pool.door import MAX_TIMEOUT_MS
 from toolcodec.worker.child import RUN_JOB_HANDLER, WorkerDied, WorkerProcess
 from toolcodec.worker.deadlines import CLOSED, QUEUE_FULL, shed_envelope
@@ -43,13 +44,31 @@ DEFAULT_QUEUE_SIZE = 1024
 
 
 class _Slot:
-    """One worker process and its place in the pool."""
+    """One worker process and its place in the pool; ``collected`` is set while the
+    collector thread, not the caller, gives the worker back."""
 
-    __slots__ = ("proc", "index")
+    __slots__ = ("proc", "index", "collected")
 
     def __init__(self, proc: WorkerProcess, index: int) -> None:
         self.proc = proc
         self.index = index
+        self.collected = False
+
+
+class _Answer:
+    """An answer the collector read for an event-loop caller: the envelope, when it
+    arrived, and the future that tells the caller."""
+
+    __slots__ = ("out", "at", "ready")
+
+    def __init__(self, ready: asyncio.Future) -> None:
+        self.out: dict = {}
+        self.at = 0.0
+        self.ready = ready
+
+    def arrived(self) -> None:
+        if not self.ready.done():
+            self.ready.set_result(True)
 
 
 # What a round trip waits for, until when (time.monotonic(); None: until it happens).
@@ -188,6 +207,8 @@ class ProcessBackend:
         self.metrics = metrics
         self._line: WorkerLine[_Slot] = WorkerLine(self.workers, queue_size)
         self.run_times = RunTimes()
+        self._collector_thread: Collector | None = None
+        self._collector_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._id_prefix = f"{os.getpid()}-{id(self):x}-"
         self._stopping = False
@@ -240,10 +261,14 @@ class ProcessBackend:
 
     async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
                       arrived: float | None = None) -> dict:
-        """Like :meth:`submit`, without blocking the event loop (no thread per call)."""
+        """Like :meth:`submit`, without blocking the event loop (no thread per call).
+
+        The answer is read, and the worker released, by the collector thread as soon as it
+        arrives (``toolcodec.pool.collector``), whenever the loop gets back to this call.
+        """
         signal = _LoopSignal(asyncio.get_running_loop())
         trip = self._call(op, payload, self._budget(timeout_ms), signal, arrived)
-        ready = False
+        ready: bool | _Answer = False
         try:
             target, deadline = next(trip)
             while True:
@@ -252,13 +277,64 @@ class ProcessBackend:
                     if isinstance(target, Waiter):
                         ready = await signal.wait(timeout)
                     else:
-                        ready = await _readable(target.proc, timeout)
+                        ready = await self._collected(op, target, timeout, signal)
                 except BaseException as exc:  # cancelled: the trip cleans up and re-raises
                     trip.throw(exc)
                     raise
                 target, deadline = trip.send(ready)
         except StopIteration as stop:
             return stop.value
+
+    async def _collected(self, op: str, slot: _Slot, timeout: float | None,
+                         signal: _LoopSignal) -> bool | _Answer:
+        """Wait for the collector to read the answer: the answer (the worker is released or
+        being replaced), or False at the deadline with the worker still this caller's."""
+        try:
+            fd = slot.proc.fileno()
+        except WorkerDied:
+            return True  # the trip's own read reports it
+        loop = signal.loop
+        answer = _Answer(loop.create_future())  # its own: no wake-up of the line can reach it
+
+        def done() -> None:  # on the collector thread
+            try:
+                answer.out = self._collect(op, slot)
+            except Exception as exc:  # noqa: BLE001 - an unreadable answer: the worker goes
+                self._revive(slot, "crash")
+                answer.out = error_envelope(op, "worker_lost", WORKER_LOST,
+                                            f"the answer could not be read: {exc}")
+            answer.at = time.monotonic()
+            try:
+                loop.call_soon_threadsafe(answer.arrived)
+            except RuntimeError:
+                pass  # the loop has closed: nobody waits
+
+        collector = self._collector()
+        collector.watch(fd, done)
+        try:
+            await asyncio.wait_for(asyncio.shield(answer.ready), timeout)
+            return answer
+        except TimeoutError:
+            pass
+        except BaseException:
+            if not collector.unwatch(fd, done):
+                slot.collected = True  # the collector owns the worker now
+            raise
+        if collector.unwatch(fd, done):
+            return False
+        await answer.ready  # the collector is reading it: an instant
+        return answer
+
+    def _collector(self) -> Collector:
+        collector = self._collector_thread
+        if collector is None:
+            with self._collector_lock:
+                collector = self._collector_thread
+                if collector is None:
+                    collector = Collector()
+                    collector.start()
+                    self._collector_thread = collector
+        return collector
 
     def map(
         self, op: str, payloads: Iterable[dict], *, timeout_ms: float | None = None
@@ -328,16 +404,22 @@ class ProcessBackend:
         try:
             answered = yield slot, times.deadline
         except BaseException:  # the caller went away mid-job: nobody will read the answer
-            self._revive(slot, "timeout")
+            if slot.collected:
+                slot.collected = False  # the collector read it and gave the worker back
+            else:
+                self._revive(slot, "timeout")
             raise
+        if isinstance(answered, _Answer):  # read by the collector, the worker handled
+            out, ended = answered.out, answered.at
         # A caller whose own thread or event loop was slow to wake may find the answer
         # already there at its deadline: that job ran in time and its answer is kept.
-        if not answered and not slot.proc.poll(0):
+        elif not answered and not slot.proc.poll(0):
             self._revive(slot, "timeout")
             return self._timeout(op, times.budget, f"worker {slot.proc.pid} is being replaced")
-        out = self._collect(op, slot)
+        else:
+            out, ended = self._collect(op, slot), time.monotonic()
         if out.get("status") == "ok":
-            self.run_times.observe(op, time.monotonic() - sent_at)
+            self.run_times.observe(op, ended - sent_at)
         return out
 
     def _handed_over(
@@ -367,17 +449,17 @@ class ProcessBackend:
 
     def _release(self, slot: _Slot, *, back: bool = False) -> None:
         """Give a worker to the longest waiter, starting that waiter's job on it, or park it."""
-        waiter = self._line.release(slot, back=back)
+        dropped: list[Waiter[_Slot]] = []
+        waiter = self._line.release(slot, back=back, can_start=_can_start, dropped=dropped)
+        for late in dropped:  # each finds no worker and answers that its job was shed
+            late.notify()
         if waiter is None:
             return
-        data, times = waiter.job
-        now = time.monotonic()
-        if now < times.start_by():
-            try:
-                slot.proc.send_encoded(data)
-                waiter.started = now
-            except WorkerDied:
-                pass  # the waiter sends itself, finds the worker dead and has it replaced
+        try:
+            waiter.started = time.monotonic()
+            slot.proc.send_encoded(waiter.job[0])
+        except WorkerDied:
+            waiter.started = 0.0  # the waiter sends itself, finds the worker dead, replaces it
         waiter.notify()
 
     def _deliver(self, slot: _Slot, data: bytes, start_by: float) -> bool | None:
@@ -429,8 +511,8 @@ class ProcessBackend:
         return error_envelope(op, "rejected", REJECTED, f"job not accepted: {why}",
                               reason=CLOSED if closed else QUEUE_FULL)
 
-    @staticmethod
-    def _shed(op: str, times: _TripTimes) -> dict:
+    def _shed(self, op: str, times: _TripTimes) -> dict:
+        self.run_times.shed(op)
         return shed_envelope(op, times.budget, time.monotonic() - times.start,
                              times.deadline - times.start_by())
 
@@ -479,6 +561,8 @@ class ProcessBackend:
         self._supervisor.join(max(end - time.monotonic(), 1.0))
         for slot in self._slots:
             slot.proc.kill()
+        if self._collector_thread is not None:
+            self._collector_thread.stop()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
         if self._untrack is not None:
@@ -488,6 +572,11 @@ class ProcessBackend:
     def pids(self) -> list[int | None]:
         """The worker processes' ids (for tests and diagnostics)."""
         return [slot.proc.pid for slot in self._slots]
+
+
+def _can_start(waiter: Waiter[_Slot]) -> bool:
+    """Whether a caller in line may still start its job (see ``_TripTimes.start_by``)."""
+    return time.monotonic() < waiter.job[1].start_by()
 
 
 def _answered_late(proc: WorkerProcess) -> bool:
@@ -501,26 +590,3 @@ def _answered_late(proc: WorkerProcess) -> bool:
     except WorkerDied:
         pass
     return False
-
-
-async def _readable(proc: WorkerProcess, timeout: float | None) -> bool:
-    """Wait until the worker's answer (or its death) can be read, or ``timeout`` seconds
-    pass, inside the event loop."""
-    try:
-        fd = proc.fileno()
-    except WorkerDied:
-        return True  # recv() reports it
-    loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-
-    def on_ready() -> None:
-        if not ready.done():
-            ready.set_result(True)
-
-    loop.add_reader(fd, on_ready)
-    try:
-        return await asyncio.wait_for(ready, timeout)
-    except TimeoutError:
-        return False
-    finally:
-        loop.remove_reader(fd)

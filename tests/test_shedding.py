@@ -145,3 +145,48 @@ def test_run_times_keep_a_high_quantile_within_the_budget() -> None:
     for _ in range(200):
         times.observe("decode", 0.0001)
     assert times.reserve("decode", 0.05) < 0.002  # it follows the runs down
+
+
+def test_shedding_eases_an_estimate_raised_by_an_outlier() -> None:
+    times = RunTimes(floor=0.001, share=0.5)
+    times.observe("decode", 0.030)  # a tool set compiled on first use
+    assert times.reserve("decode", 0.05) == 0.025
+    for _ in range(100):  # the jobs shed meanwhile never run, so they cannot teach it
+        times.shed("decode")
+    assert times.reserve("decode", 0.05) < 0.003
+
+
+def test_a_collector_watch_taken_back_late_leaves_the_next_callers_watch() -> None:
+    """A caller that gives up after its answer was read must not take the watch that the
+    worker's next caller has put on the same socket (that caller would never be woken)."""
+    import socket
+
+    from toolcodec.pool.collector import Collector
+
+    parent, child = socket.socketpair()
+    collector = Collector()
+    collector.start()
+    try:
+        first_ran, second_ran = threading.Event(), threading.Event()
+
+        def first() -> None:
+            parent.recv(16)
+            first_ran.set()
+
+        def second() -> None:
+            parent.recv(16)
+            second_ran.set()
+
+        collector.watch(parent.fileno(), first)
+        child.send(b"answer 1")
+        assert first_ran.wait(10)
+        collector.watch(parent.fileno(), second)  # the worker's next job
+        assert not collector.unwatch(parent.fileno(), first)  # the first caller, late
+        child.send(b"answer 2")
+        assert second_ran.wait(10)
+        collector.watch(parent.fileno(), first)
+        assert collector.unwatch(parent.fileno(), first)  # taken back before any answer
+    finally:
+        collector.stop()
+        parent.close()
+        child.close()
