@@ -173,13 +173,15 @@ class RQBackend:
 
     # -- public API ------------------------------------------------------------------------
 
-    def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict[str, Any]:
+    def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
+               arrived: float | None = None) -> dict[str, Any]:
         """Run ``op`` on ``payload`` in a worker and return the job envelope (README).
 
         Never raises on a bad payload or an unreachable Redis: the envelope says what
-        happened. The caller is blocked at most ``timeout_ms`` plus scheduling noise.
+        happened. The caller is blocked at most ``timeout_ms`` plus scheduling noise,
+        counted from ``arrived`` (a ``time.monotonic()``) when the request waited before.
         """
-        start = time.monotonic()
+        start = time.monotonic() if arrived is None else min(arrived, time.monotonic())
         budget, why = check_budget(timeout_ms, self.timeout_ms)
         env = (_error(op, "error", BAD_REQUEST, why, field="timeout_ms") if budget is None
                else self._submit(op, payload, start, budget))

@@ -11,6 +11,7 @@ import asyncio
 import threading
 import time
 
+import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 from toolcodec.pool import Pool
@@ -190,3 +191,37 @@ def test_a_collector_watch_taken_back_late_leaves_the_next_callers_watch() -> No
         collector.stop()
         parent.close()
         child.close()
+
+
+def test_the_service_counts_a_requests_budget_from_its_arrival(pool: Pool) -> None:
+    """A request that spends its budget before its handler runs (here: its body arrives
+    after the budget, counted from the moment the app was called) is shed, not run."""
+    from toolcodec.pool.service.app import ARRIVED, Service, build_app
+
+    async def ready() -> None:
+        return None
+
+    service = Service(pool, timeout_ms=50, max_body=4096, registry=pool.registry,
+                      ready=ready)
+    app = build_app(service)
+    scope = {"type": "http", "method": "POST", "path": "/v1/_crash", "raw_path": b"/v1/_crash",
+             "query_string": b"", "root_path": "", "scheme": "http", "server": ("t", 80),
+             "headers": [(b"content-type", b"application/json"), (b"content-length", b"2")]}
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        while time.monotonic() < scope[ARRIVED] + 0.05:  # the condition: budget spent
+            await asyncio.sleep(0.001)
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    pids = list(pool.impl.pids)
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 429
+    envelope = orjson.loads(sent[1]["body"])
+    assert envelope["status"] == "rejected" and envelope["error"]["reason"] == SHED
+    assert envelope["elapsed_ms"] >= 50
+    assert pool.submit("_sleep", {"seconds": 0})["status"] == "ok"
+    assert list(pool.impl.pids) == pids  # the crash never ran

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ from toolcodec.worker.envelope import error_envelope
 from toolcodec.worker.faults import FAULT_OPS
 from toolcodec.worker.jobs import FAULT_ENV, OPS
 
+ARRIVED = "toolcodec.arrived"  # ASGI scope key: time.monotonic() when the request arrived
 MAX_BATCH = 256  # jobs in one /v1/batch request
 _STATUS = {"ok": 200, "timeout": 504, "rejected": 429, "worker_lost": 503}
 _ERROR_STATUS = {BAD_REQUEST: 400, PAYLOAD_TOO_LARGE: 413, "backend_unavailable": 503,
@@ -57,7 +59,7 @@ class Service:
         body, refused = await self.read_object(request)
         if refused is not None:
             return self.answer(self.local(op, refused))
-        return self.answer(await self.run(op, body))
+        return self.answer(await self.run(op, body, request.scope.get(ARRIVED)))
 
     async def batch(self, request: Request) -> Response:
         body, refused = await self.read_json(request)
@@ -67,24 +69,26 @@ class Service:
         if not isinstance(jobs, list) or not 0 < len(jobs) <= MAX_BATCH:
             return self.answer(self.local("batch", (BAD_REQUEST, "the body must be "
                                f"{{\"jobs\": [...]}} with 1 to {MAX_BATCH} jobs")))
-        outs = await asyncio.gather(*(self.run_item(job) for job in jobs))
+        arrived = request.scope.get(ARRIVED)
+        outs = await asyncio.gather(*(self.run_item(job, arrived) for job in jobs))
         return _json(200, {"results": outs})
 
-    async def run_item(self, job: Any) -> dict[str, Any]:
+    async def run_item(self, job: Any, arrived: float | None = None) -> dict[str, Any]:
         if not isinstance(job, dict) or not isinstance(job.get("op"), str) \
                 or not isinstance(job.get("payload"), dict):
             return self.local("batch", (BAD_REQUEST, 'each job must be {"op": str, '
                               '"payload": object}'))
-        return await self.run(job["op"], dict(job["payload"]))
+        return await self.run(job["op"], dict(job["payload"]), arrived)
 
-    async def run(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def run(self, op: str, payload: dict[str, Any],
+                  arrived: float | None = None) -> dict[str, Any]:
         if op not in self.ops:
             return self.local(op, (BAD_REQUEST, f"unknown op {op!r}; expected one of "
                               f"{sorted(self.ops)}"))
         timeout, problem = self.job_timeout(payload.pop("timeout_ms", None))
         if problem is not None:
             return self.local(op, (BAD_REQUEST, problem))
-        return await self.pool.asubmit(op, payload, timeout_ms=timeout)
+        return await self.pool.asubmit(op, payload, timeout_ms=timeout, arrived=arrived)
 
     def job_timeout(self, asked: Any) -> tuple[float, str | None]:
         if asked is None:
@@ -179,7 +183,16 @@ def build_app(service: Service, extra_routes: list[Route] | None = None) -> Star
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error,
                                                        Exception: crashed})
-    return service.metrics.wrap(app)
+    return _stamped(service.metrics.wrap(app))
+
+
+def _stamped(app: Any) -> Any:
+    """Note when each request reached the app, first thing: a job's budget counts from
+    then, so the time a request waited behind others on a busy loop is not free."""
+    async def stamped(scope: dict, receive: Any, send: Any) -> None:
+        scope[ARRIVED] = time.monotonic()
+        await app(scope, receive, send)
+    return stamped
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
