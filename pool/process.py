@@ -213,7 +213,7 @@ class ProcessBackend:
         self._id_prefix = f"{os.getpid()}-{id(self):x}-"
         self._stopping = False
         self._executor: ThreadPoolExecutor | None = None
-        self._revive_queue: queue.SimpleQueue[tuple[_Slot | None, str]] = queue.SimpleQueue()
+        self._revive_queue: queue.Queue[tuple[_Slot | None, str, float]] = queue.Queue()
         if handler == RUN_JOB_HANDLER and start_method == "fork":
             warm()
         env = {} if limits is None else {
@@ -407,15 +407,17 @@ class ProcessBackend:
             if slot.collected:
                 slot.collected = False  # the collector read it and gave the worker back
             else:
-                self._revive(slot, "timeout")
+                self._revive(slot, "timeout", _grace(times.deadline - time.monotonic()))
             raise
         if isinstance(answered, _Answer):  # read by the collector, the worker handled
             out, ended = answered.out, answered.at
         # A caller whose own thread or event loop was slow to wake may find the answer
         # already there at its deadline: that job ran in time and its answer is kept.
         elif not answered and not slot.proc.poll(0):
-            self._revive(slot, "timeout")
-            return self._timeout(op, times.budget, f"worker {slot.proc.pid} is being replaced")
+            grace = _grace(times.budget)
+            self._revive(slot, "timeout", grace)
+            return self._timeout(op, times.budget, f"worker {slot.proc.pid} overran; it is "
+                                 f"replaced unless it answers within {grace * 1000:g} ms")
         else:
             out, ended = self._collect(op, slot), time.monotonic()
         if out.get("status") == "ok":
@@ -443,7 +445,7 @@ class ProcessBackend:
         if waiter.item is None:
             return
         if waiter.started:
-            self._revive(waiter.item, "timeout")  # its job runs for nobody: stop it
+            self._revive(waiter.item, "timeout", _grace(waiter.job[1].deadline - time.monotonic()))
         else:
             self._release(waiter.item)
 
@@ -518,22 +520,44 @@ class ProcessBackend:
 
     # -- supervision -------------------------------------------------------------------
 
-    def _revive(self, slot: _Slot, reason: str) -> None:
-        """Hand a worker that timed out or died to the supervisor (off the caller's path)."""
+    def _revive(self, slot: _Slot, reason: str, grace: float = 0.0) -> None:
+        """Hand a worker that timed out or died to the supervisor (off the caller's path);
+        one that timed out may answer within ``grace`` seconds and be kept."""
         self._line.away()
-        self._revive_queue.put((slot, reason))
+        self._revive_queue.put((slot, reason, grace))
 
     def _supervise(self) -> None:
+        """Replace crashed workers; give a worker whose job overran its budget one more
+        budget to answer before killing it (several such workers wait side by side)."""
+        overran: dict[_Slot, float] = {}  # worker: until when its late answer is awaited
         while True:
-            slot, reason = self._revive_queue.get()
-            if slot is None:
-                return
+            wait = None if not overran else max(min(overran.values()) - time.monotonic(), 0)
+            try:
+                slot, reason, grace = self._revive_queue.get(timeout=wait)
+            except queue.Empty:
+                slot = None
+                reason, grace = "", 0.0
+            else:
+                if slot is None:
+                    return
             if self._stopping:
-                slot.proc.kill()
+                for stuck in [*overran, *([slot] if slot is not None else [])]:
+                    stuck.proc.kill()
+                overran.clear()
                 continue
-            if not (reason == "timeout" and _answered_late(slot.proc)):
+            if slot is not None and reason == "timeout":
+                overran[slot] = time.monotonic() + grace
+            elif slot is not None:
                 self._respawn(slot, reason)
-            self._release(slot, back=True)
+                self._release(slot, back=True)
+            now = time.monotonic()
+            for late in list(overran):
+                answered = _answered(late.proc)
+                if answered or now >= overran[late]:
+                    del overran[late]
+                    if not answered:
+                        self._respawn(late, "timeout")
+                    self._release(late, back=True)
 
     def _respawn(self, slot: _Slot, reason: str) -> None:
         while True:
@@ -557,7 +581,7 @@ class ProcessBackend:
         self._line.close()
         self._line.wait_idle(timeout)
         self._stopping = True
-        self._revive_queue.put((None, ""))
+        self._revive_queue.put((None, "", 0.0))
         self._supervisor.join(max(end - time.monotonic(), 1.0))
         for slot in self._slots:
             slot.proc.kill()
@@ -579,12 +603,22 @@ def _can_start(waiter: Waiter[_Slot]) -> bool:
     return time.monotonic() < waiter.job[1].start_by()
 
 
-def _answered_late(proc: WorkerProcess) -> bool:
-    """True if the timed-out job has finished after all, leaving the worker usable."""
+MAX_GRACE_S = 0.25  # longest a worker whose job overran is awaited before it is killed
+
+
+def _grace(budget: float) -> float:
+    """How long an overrun job may still answer and keep its worker: one more budget, at
+    most ``MAX_GRACE_S`` (a stuck job's worker is killed soon after all)."""
+    return min(max(budget, 0.0), MAX_GRACE_S)
+
+
+def _answered(proc: WorkerProcess) -> bool:
+    """True if the overrun job has finished after all (its answer is dropped), leaving the
+    worker usable: a job that overran by a little, often one that compiled a new tool set,
+    keeps its worker and what the worker compiled, where a kill would lose both and have
+    the next job of that tool set compile (and overrun) again."""
     try:
-        # A short grace: a job handed over at its deadline usually answers (as a timeout)
-        # within a millisecond, and keeping the worker beats a re-fork.
-        if proc.poll(0.002):
+        if proc.poll(0):
             proc.recv()
             return True
     except WorkerDied:

@@ -357,7 +357,7 @@ def test_metric_counts_equal_the_outcomes(faults: None, registry: CollectorRegis
             count = sample("toolcodec_job_duration_seconds_count", op=op, backend="process")
             assert count == sum(1 for o in outs if o["op"] == op)
         restarts = "toolcodec_worker_restarts_total"
-        killed = sum(1 for o in outs if "being replaced" in (o["error"] or {}).get("message", ""))
+        killed = sum(1 for o in outs if "overran" in (o["error"] or {}).get("message", ""))
         assert killed == 2
         assert sample(restarts, backend="process", reason="timeout") == killed
         assert sample(restarts, backend="process", reason="crash") == 1

@@ -225,3 +225,16 @@ def test_the_service_counts_a_requests_budget_from_its_arrival(pool: Pool) -> No
     assert envelope["elapsed_ms"] >= 50
     assert pool.submit("_sleep", {"seconds": 0})["status"] == "ok"
     assert list(pool.impl.pids) == pids  # the crash never ran
+
+
+def test_a_job_that_overran_a_little_keeps_its_worker(pool: Pool) -> None:
+    """A job that overruns its budget but answers within one more budget (a tool set
+    compiled on its first use) gets timeout, and its worker, with what it compiled, stays."""
+    pids = list(pool.impl.pids)
+    out = pool.submit("_sleep", {"seconds": 0.25}, timeout_ms=200)
+    assert out["status"] == "timeout" and "overran" in out["error"]["message"]
+    assert wait_until(lambda: pool.impl.counts()["idle"] == 2)
+    assert list(pool.impl.pids) == pids
+    restarts = pool.registry.get_sample_value("toolcodec_worker_restarts_total",
+                                              {"backend": "process", "reason": "timeout"})
+    assert not restarts
