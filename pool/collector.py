@@ -80,12 +80,16 @@ class Collector(threading.Thread):
                         return
                     with self._lock:
                         callback = self._watches.pop(fd, None)
+                    if callback is None:
+                        # taken back (and unregistered) by its caller after this event was
+                        # reported: the socket may be watched again for the worker's next
+                        # job by now, so it must not be unregistered here
+                        continue
                     self._forget(fd)
-                    if callback is not None:
-                        try:
-                            callback()
-                        except Exception:  # noqa: BLE001 - the callbacks answer their callers
-                            pass  # themselves; a bug in one must not stop the thread
+                    try:
+                        callback()
+                    except Exception:  # noqa: BLE001 - the callbacks answer their callers
+                        pass  # themselves; a bug in one must not stop the thread
         finally:
             for fd in (self._wake_r, self._wake_w):
                 os.close(fd)

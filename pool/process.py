@@ -603,13 +603,16 @@ def _can_start(waiter: Waiter[_Slot]) -> bool:
     return time.monotonic() < waiter.job[1].start_by()
 
 
-MAX_GRACE_S = 0.25  # longest a worker whose job overran is awaited before it is killed
+# How long a worker whose job overran is awaited before it is killed: a first-use compile of
+# a tool set takes 5 ms on a quiet core and 50+ ms on a loaded one, and killing the worker
+# then only has its next job compile (and overrun) again; a stuck job is still stopped soon.
+MIN_GRACE_S, MAX_GRACE_S = 0.25, 1.0
 
 
 def _grace(budget: float) -> float:
-    """How long an overrun job may still answer and keep its worker: one more budget, at
-    most ``MAX_GRACE_S`` (a stuck job's worker is killed soon after all)."""
-    return min(max(budget, 0.0), MAX_GRACE_S)
+    """How long an overrun job may still answer and keep its worker: one more budget,
+    within ``MIN_GRACE_S`` and ``MAX_GRACE_S``."""
+    return min(max(budget, MIN_GRACE_S), MAX_GRACE_S)
 
 
 def _answered(proc: WorkerProcess) -> bool:

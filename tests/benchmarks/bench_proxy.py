@@ -16,7 +16,9 @@ Printed, for each phase (non-stream with ``--inflight`` requests in flight, then
 p50/p99 latency (streams: time to first chunk and to the end), the proxy/upstream throughput
 ratio, the added p50/p99, and through the proxy the share of answers decoded, shed (the
 proxy said it did not decode: ``rejected``, HTTP 429/503) and otherwise undecoded. Each answer
-asks for the proxy's report (``x-toolcodec-report: 1``) to tell which.
+asks for the proxy's report (``x-toolcodec-report: 1``) to tell which. Last, requests paced
+below capacity (``--below`` times the proxy's closed-loop rate, open loop), where every
+answer should be decoded.
 """
 
 from __future__ import annotations
@@ -196,6 +198,36 @@ async def run_phase(url: str, stream: bool, clients: int, duration: float,
     return phase
 
 
+async def run_paced(url: str, rate: float, duration: float) -> Phase:
+    """Non-stream requests sent at ``rate`` per second whether or not earlier ones have
+    answered (open loop), on as many keep-alive connections as that takes; latency counts
+    from each request's intended send time."""
+    host, port = url.split("//", 1)[1].split(":")
+    payloads = [request_bytes(f"{host}:{port}", b) for b in bodies(False)]
+    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    phase = Phase()
+
+    async def one(k: int, due: float) -> None:
+        conn = idle.pop() if idle else await asyncio.open_connection(host, int(port))
+        conn[1].write(payloads[k % len(payloads)])
+        status, body = await read_response(conn[0], [])
+        phase.latencies.append(time.perf_counter() - due)
+        phase.outcomes[outcome(status, body, False)] += 1
+        idle.append(conn)
+
+    t0 = time.perf_counter()
+    tasks, k = [], 0
+    while (due := t0 + k / rate) < t0 + duration:
+        await asyncio.sleep(max(due - time.perf_counter(), 0))
+        tasks.append(asyncio.create_task(one(k, due)))
+        k += 1
+    await asyncio.gather(*tasks)
+    phase.wall = time.perf_counter() - t0
+    for _, writer in idle:
+        writer.close()
+    return phase
+
+
 # -- the run --------------------------------------------------------------------------------
 
 
@@ -228,12 +260,21 @@ def report(name: str, direct: Phase, proxied: Phase, stream: bool) -> None:
 async def measure(upstream: str, proxy: str, args: argparse.Namespace) -> None:
     for stream in (False, True):  # warm both paths: connections, codecs, workers
         await run_phase(proxy, stream, 8, 1.0, judge=False)
+    rate = 0.0
     for stream, clients in ((False, args.inflight), (True, args.streams)):
         direct = await run_phase(upstream, stream, clients, args.duration, judge=False)
         proxied = await run_phase(proxy, stream, clients, args.duration, judge=True)
         name = (f"streams: {clients} concurrent" if stream
                 else f"non-stream: {clients} requests in flight")
         report(name, direct, proxied, stream)
+        rate = rate or proxied.rate
+    paced = await run_paced(proxy, rate * args.below, args.duration)
+    n = sum(paced.outcomes.values()) or 1
+    print(f"\nbelow capacity: non-stream at {rate * args.below:.0f} req/s offered "
+          f"({args.below:.0%} of the proxy's rate at {args.inflight} in flight), open loop")
+    print(f"  through proxy   {paced.rate:8.0f} req/s  latency p50 {paced.pct(.5):7.1f} ms"
+          f"  p99 {paced.pct(.99):7.1f} ms;  decoded {paced.outcomes['decoded'] / n:.1%}, "
+          f"shed {paced.outcomes['shed'] / n:.1%}  {dict(paced.outcomes)}")
 
 
 def main() -> None:
@@ -241,6 +282,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--inflight", type=int, default=64)
     parser.add_argument("--streams", type=int, default=200)
+    parser.add_argument("--below", type=float, default=0.5,
+                        help="the paced phase's rate, as a share of the 64-in-flight rate")
     parser.add_argument("proxy_options", nargs="*")
     args = parser.parse_args()
     standin, url = start_standin()
