@@ -531,7 +531,10 @@ class ProcessBackend:
         budget to answer before killing it (several such workers wait side by side)."""
         overran: dict[_Slot, float] = {}  # worker: until when its late answer is awaited
         while True:
-            wait = None if not overran else max(min(overran.values()) - time.monotonic(), 0)
+            # while workers are overran, look at their sockets every few ms: one that answers
+            # early in its grace is back at work at once, not at the end of the grace
+            wait = None if not overran else min(
+                max(min(overran.values()) - time.monotonic(), 0), OVERRUN_POLL_S)
             try:
                 slot, reason, grace = self._revive_queue.get(timeout=wait)
             except queue.Empty:
@@ -607,6 +610,7 @@ def _can_start(waiter: Waiter[_Slot]) -> bool:
 # a tool set takes 5 ms on a quiet core and 50+ ms on a loaded one, and killing the worker
 # then only has its next job compile (and overrun) again; a stuck job is still stopped soon.
 MIN_GRACE_S, MAX_GRACE_S = 0.25, 1.0
+OVERRUN_POLL_S = 0.002
 
 
 def _grace(budget: float) -> float:
