@@ -56,15 +56,17 @@ class _Slot:
 
 
 class _Answer:
-    """An answer the collector read for an event-loop caller: the envelope, when it
-    arrived, and the future that tells the caller."""
+    """An answer the collector reads for an event-loop caller: the envelope, when it
+    arrived, the future that tells the caller, and the watch (socket, callback)."""
 
-    __slots__ = ("out", "at", "ready")
+    __slots__ = ("out", "at", "ready", "fd", "done")
 
-    def __init__(self, ready: asyncio.Future) -> None:
+    def __init__(self, ready: asyncio.Future, fd: int) -> None:
         self.out: dict = {}
         self.at = 0.0
         self.ready = ready
+        self.fd = fd
+        self.done: Callable[[], None] = lambda: None
 
     def arrived(self) -> None:
         if not self.ready.done():
@@ -126,6 +128,9 @@ class _LoopSignal:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        # set by the releaser that starts this caller's job: the collector's watch on it
+        self.answer: _Answer | None = None
+        self.on_sent: Callable[[_Slot], None] | None = None
         self.arm()
 
     def arm(self) -> Callable[[], None]:
@@ -267,6 +272,11 @@ class ProcessBackend:
         arrives (``toolcodec.pool.collector``), whenever the loop gets back to this call.
         """
         signal = _LoopSignal(asyncio.get_running_loop())
+
+        def on_sent(slot: _Slot) -> None:  # the releaser started this job: watch it now,
+            signal.answer = self._watch(op, slot, signal.loop)  # not when the loop gets here
+
+        signal.on_sent = on_sent
         trip = self._call(op, payload, self._budget(timeout_ms), signal, arrived)
         ready: bool | _Answer = False
         try:
@@ -289,12 +299,34 @@ class ProcessBackend:
                          signal: _LoopSignal) -> bool | _Answer:
         """Wait for the collector to read the answer: the answer (the worker is released or
         being replaced), or False at the deadline with the worker still this caller's."""
+        answer, signal.answer = signal.answer, None
+        if answer is None:  # this caller sent the job itself
+            answer = self._watch(op, slot, signal.loop)
+            if answer is None:
+                return True  # the worker is gone: the trip's own read reports it
+        collector = self._collector()
+        try:
+            await asyncio.wait_for(asyncio.shield(answer.ready), timeout)
+            return answer
+        except TimeoutError:
+            pass
+        except BaseException:
+            if not collector.unwatch(answer.fd, answer.done):
+                slot.collected = True  # the collector owns the worker now
+            raise
+        if collector.unwatch(answer.fd, answer.done):
+            return False
+        await answer.ready  # the collector is reading it: an instant
+        return answer
+
+    def _watch(self, op: str, slot: _Slot, loop: asyncio.AbstractEventLoop) -> _Answer | None:
+        """Have the collector read the answer of the job just sent to ``slot`` (None if the
+        worker is gone). Any thread: the answer's future is only set through the loop."""
         try:
             fd = slot.proc.fileno()
         except WorkerDied:
-            return True  # the trip's own read reports it
-        loop = signal.loop
-        answer = _Answer(loop.create_future())  # its own: no wake-up of the line can reach it
+            return None
+        answer = _Answer(loop.create_future(), fd)
 
         def done() -> None:  # on the collector thread
             try:
@@ -309,20 +341,8 @@ class ProcessBackend:
             except RuntimeError:
                 pass  # the loop has closed: nobody waits
 
-        collector = self._collector()
-        collector.watch(fd, done)
-        try:
-            await asyncio.wait_for(asyncio.shield(answer.ready), timeout)
-            return answer
-        except TimeoutError:
-            pass
-        except BaseException:
-            if not collector.unwatch(fd, done):
-                slot.collected = True  # the collector owns the worker now
-            raise
-        if collector.unwatch(fd, done):
-            return False
-        await answer.ready  # the collector is reading it: an instant
+        answer.done = done
+        self._collector().watch(fd, done)
         return answer
 
     def _collector(self) -> Collector:
@@ -385,7 +405,8 @@ class ProcessBackend:
     def _round_trip(self, op: str, data: bytes, times: _TripTimes, signal: Any) -> _Trip:
         while True:
             try:
-                slot, waiter = self._line.take_or_wait(signal.arm(), (data, times))
+                slot, waiter = self._line.take_or_wait(
+                    signal.arm(), (data, times, getattr(signal, "on_sent", None)))
             except (QueueFull, Closed) as exc:
                 return self._rejected(op, exc)
             sent_at = 0.0
@@ -436,15 +457,18 @@ class ProcessBackend:
                 yield waiter, None  # handed over at the last instant: the releaser is finishing
         except BaseException:  # the caller went away: give back what it was handed
             if self._line.leave(waiter) is not None:
-                signal.after(lambda: self._settle(waiter))
+                signal.after(lambda: self._settle(waiter, signal))
             raise
         return waiter.item, waiter.started
 
-    def _settle(self, waiter: Waiter[_Slot]) -> None:
+    def _settle(self, waiter: Waiter[_Slot], signal: Any) -> None:
         """Give back a worker handed to a caller that has gone away."""
         if waiter.item is None:
             return
         if waiter.started:
+            answer = getattr(signal, "answer", None)
+            if answer is not None and not self._collector().unwatch(answer.fd, answer.done):
+                return  # the collector has read the answer and given the worker back
             self._revive(waiter.item, "timeout", _grace(waiter.job[1].deadline - time.monotonic()))
         else:
             self._release(waiter.item)
@@ -457,11 +481,15 @@ class ProcessBackend:
             late.notify()
         if waiter is None:
             return
+        data, _, on_sent = waiter.job
         try:
             waiter.started = time.monotonic()
-            slot.proc.send_encoded(waiter.job[0])
+            slot.proc.send_encoded(data)
         except WorkerDied:
             waiter.started = 0.0  # the waiter sends itself, finds the worker dead, replaces it
+        else:
+            if on_sent is not None:
+                on_sent(slot)
         waiter.notify()
 
     def _deliver(self, slot: _Slot, data: bytes, start_by: float) -> bool | None:
