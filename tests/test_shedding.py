@@ -238,3 +238,38 @@ def test_a_job_that_overran_a_little_keeps_its_worker(pool: Pool) -> None:
     restarts = pool.registry.get_sample_value("toolcodec_worker_restarts_total",
                                               {"backend": "process", "reason": "timeout"})
     assert not restarts
+
+
+def test_cancelling_a_caller_whose_job_a_releaser_started_frees_the_worker_once(
+        pool: Pool) -> None:
+    """The releaser starts a waiting event-loop caller's job and has the collector watch it;
+    the caller is then cancelled. The worker comes back once: never lost, never twice."""
+    busy = _block_workers(pool, 0.3)
+
+    async def main() -> None:
+        task = asyncio.create_task(pool.asubmit("_sleep", {"seconds": 0.2}))
+        await until(lambda: pool.impl.counts()["waiting"] == 1)
+        await until(lambda: pool.impl.counts()["waiting"] == 0)  # handed over and started
+        task.cancel()
+        try:
+            out = await task
+        except asyncio.CancelledError:
+            return
+        # Python 3.11's wait_for may let a completion that raced the cancellation win
+        assert out["status"] in ("ok", "rejected")
+
+    asyncio.run(main())
+    for t in busy:
+        t.join()
+    assert wait_until(lambda: pool.impl.counts()["idle"] == 2)
+    outs = [pool.submit("_sleep", {"seconds": 0.01}) for _ in range(4)]
+    assert [o["status"] for o in outs] == ["ok"] * 4
+    counts = pool.impl.counts()
+    assert counts["idle"] == 2 and counts["busy"] == 0 and counts["starting"] == 0
+
+
+async def until(predicate, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "condition not reached"
+        await asyncio.sleep(0.001)
