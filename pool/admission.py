@@ -36,7 +36,8 @@ class Waiter(Generic[T]):
     """A caller in line; ``item`` is set (under the lock) when a worker is handed over.
 
     ``job`` is what the caller wants run; ``started`` is set by the releaser once it has
-    handed ``job`` to the item itself, before calling ``notify``.
+    handed ``job`` to the item itself, before calling ``notify``: the ``time.monotonic()``
+    it was sent at (0.0 while it was not).
     """
 
     __slots__ = ("item", "notify", "job", "started")
@@ -45,7 +46,7 @@ class Waiter(Generic[T]):
         self.item: T | None = None
         self.notify = notify
         self.job = job
-        self.started = False
+        self.started = 0.0
 
 
 class WorkerLine(Generic[T]):
@@ -106,23 +107,31 @@ class WorkerLine(Generic[T]):
                 self._changed_if_closed()
             return waiter.item
 
-    def release(self, item: T, *, back: bool = False) -> Waiter[T] | None:
+    def release(self, item: T, *, back: bool = False,
+                can_start: Callable[[Waiter[T]], bool] | None = None,
+                dropped: list[Waiter[T]] | None = None) -> Waiter[T] | None:
         """Hand a busy worker (or one coming ``back`` from :meth:`away`) to the longest
         waiter and return that waiter, or park it idle (None).
 
-        The caller must then call the waiter's ``notify`` (after starting its job, if it
-        does that).
+        With ``can_start``, waiters for whom it is false are taken out of the line without a
+        worker (their ``item`` stays None) and appended to ``dropped``: a worker handed to a
+        caller that can no longer use it would sit idle until that caller woke up. The
+        caller must then call the waiter's ``notify`` (after starting its job, if it does
+        that), and the dropped waiters' too.
         """
         with self._lock:
             if back:
                 self._away -= 1
-            if not self._waiters:
-                self._idle.append(item)
-                self._changed_if_closed()
-                return None
-            waiter = self._waiters.popleft()
-            waiter.item = item
-            return waiter
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if can_start is None or can_start(waiter):
+                    waiter.item = item
+                    return waiter
+                if dropped is not None:
+                    dropped.append(waiter)
+            self._idle.append(item)
+            self._changed_if_closed()
+            return None
 
     def away(self) -> None:
         """A busy worker leaves to be repaired; :meth:`release` with ``back`` returns it."""
@@ -150,3 +159,47 @@ class WorkerLine(Generic[T]):
     def _changed_if_closed(self) -> None:
         if self.closed:
             self._changed.notify_all()
+
+
+class RunTimes:
+    """Per op, a running estimate of how long a job runs once started: what a caller keeps
+    of its budget for the run when it decides how long it may wait for a worker.
+
+    The estimate is a high quantile, not the mean: an exponentially weighted mean plus four
+    times the weighted mean deviation (for a normal spread that is past the 99th percentile),
+    never under ``floor`` (the wake-ups and system calls of a round trip) nor over ``share``
+    of the budget, so a job may always wait at least the rest. An op's figures are one
+    tuple, replaced whole: updates race only with other updates of the same op and at worst
+    lose one observation, so they take no lock.
+    """
+
+    ALPHA = 0.05  # weight of a new observation: about the last 20-40 jobs count
+
+    def __init__(self, floor: float = 0.001, share: float = 0.5) -> None:
+        self.floor, self.share = floor, share
+        self._runs: dict[str, tuple[float, float]] = {}  # op: (mean, mean deviation)
+
+    def observe(self, op: str, seconds: float) -> None:
+        """Count one job of ``op`` that ran for ``seconds`` (from start to its answer)."""
+        known = self._runs.get(op)
+        if known is None:
+            self._runs[op] = (seconds, seconds / 2)
+            return
+        mean, dev = known
+        self._runs[op] = (mean + self.ALPHA * (seconds - mean),
+                          dev + self.ALPHA * (abs(seconds - mean) - dev))
+
+    def shed(self, op: str) -> None:
+        """A job of ``op`` was shed: ease the estimate towards the floor. Shed jobs do not
+        run, so without this one slow outlier (a tool set compiled on first use) could keep
+        the estimate high, and every job shed, with nothing left to observe."""
+        known = self._runs.get(op)
+        if known is not None:
+            mean, dev = known
+            self._runs[op] = (mean - self.ALPHA * (mean - self.floor), dev - self.ALPHA * dev)
+
+    def reserve(self, op: str, budget: float) -> float:
+        """Seconds of ``budget`` kept for the run of a job of ``op``."""
+        known = self._runs.get(op)
+        estimate = self.floor if known is None else known[0] + 4 * known[1]
+        return min(max(estimate, self.floor), self.share * budget)

@@ -27,15 +27,17 @@ class Backend(Protocol):
     ``Pool`` has already checked the op (a string), the payload's size and the budget
     (``timeout_ms``: None for the backend's default, else a positive finite number of
     milliseconds, at most one hour) before calling. A backend answers every call with a
-    complete envelope (``toolcodec.worker.envelope.complete``), counts it on its ``Metrics`` (label
-    ``backend``) and never raises. Its constructor raises ``TypeError`` on an option it does
-    not know. ``asubmit`` and ``map`` are optional: without them ``Pool`` runs ``submit``
-    in threads.
+    complete envelope (``toolcodec.worker.envelope.complete``), counts it on its ``Metrics``
+    (label ``backend``) and never raises. ``arrived`` (a ``time.monotonic()``, passed only
+    when given) moves the start of the budget back to when the caller's request arrived.
+    Its constructor raises ``TypeError`` on an option it does not know. ``asubmit`` and
+    ``map`` are optional: without them ``Pool`` runs ``submit`` in threads.
     """
 
     backend: str  # the value of the metrics' ``backend`` label, and of envelopes' "backend"
 
-    def submit(self, op: str, payload: Any, *, timeout_ms: float | None = None) -> dict: ...
+    def submit(self, op: str, payload: Any, *, timeout_ms: float | None = None,
+               arrived: float | None = None) -> dict: ...
 
     def close(self, timeout: float = 5.0) -> None: ...
 
@@ -46,7 +48,10 @@ class Pool:
     :param backend: ``"process"`` (embedded worker processes, the default) or ``"rq"``
         (Redis/RQ workers started with ``toolcodec worker``).
     :param workers: process backend: how many worker processes (default: CPU count).
-    :param timeout_ms: default budget of one call, counted from the call, queueing included.
+    :param timeout_ms: default budget of one call, counted from the call (or from the
+        request's ``arrived`` time), queueing included. A job starts only while the budget
+        still holds its expected run time; one that cannot is shed: status ``rejected``,
+        ``error.reason`` ``"shed"`` (docs/pool.md, "Capacity: shedding").
     :param queue_size: how many calls may wait for a worker before ``submit`` answers
         ``rejected`` (the RQ backend's ``max_queue``).
     :param metrics: where outcomes are counted; by default a :class:`Metrics` on
@@ -98,16 +103,20 @@ class Pool:
         )
         self._threads: ThreadPoolExecutor | None = None
 
-    def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict:
+    def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
+               arrived: float | None = None) -> dict:
         """Run one job and return its envelope within ``timeout_ms`` (plus a small grace).
 
+        ``arrived`` (a ``time.monotonic()``): when the request that asks for the job arrived,
+        if it waited before this call (in an HTTP server's queue); the budget counts from
+        then, and a job that can no longer start in what is left is shed (``rejected``).
         Never raises: a bad op, budget or oversized payload is answered at once.
         """
         start = time.monotonic()
         ms, refused = self._door(op, payload, timeout_ms)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        return self._impl.submit(op, payload, timeout_ms=ms)
+        return self._impl.submit(op, payload, timeout_ms=ms, **_arrival(arrived))
 
     def map(
         self, op: str, payloads: Iterable[dict], *, timeout_ms: float | None = None
@@ -147,7 +156,8 @@ class Pool:
         futures = [self._threads.submit(self._impl.submit, op, p, timeout_ms=ms) for p in items]
         return [f.result() for f in futures]
 
-    async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict:
+    async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
+                      arrived: float | None = None) -> dict:
         """Like :meth:`submit`, awaitable; the event loop stays free while the job runs."""
         start = time.monotonic()
         ms, refused = self._door(op, payload, timeout_ms)
@@ -155,8 +165,9 @@ class Pool:
             return self._answer_now(op, start, refused)
         native = getattr(self._impl, "asubmit", None)
         if native is not None:
-            return await native(op, payload, timeout_ms=ms)
-        return await asyncio.to_thread(self._impl.submit, op, payload, timeout_ms=ms)
+            return await native(op, payload, timeout_ms=ms, **_arrival(arrived))
+        return await asyncio.to_thread(self._impl.submit, op, payload, timeout_ms=ms,
+                                       **_arrival(arrived))
 
     def _door(self, op: Any, payload: Any, timeout_ms: Any) -> tuple[float, dict | None]:
         budget, why = door.check_budget(timeout_ms, self.timeout_ms)
@@ -195,6 +206,11 @@ class Pool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _arrival(arrived: float | None) -> dict[str, float]:
+    """``arrived=`` for a backend, only when given (a backend without it keeps working)."""
+    return {} if arrived is None else {"arrived": arrived}
 
 
 def _ceiling(backend: str, limits: Limits | dict[str, int] | None) -> Limits | None:

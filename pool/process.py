@@ -29,9 +29,11 @@ from typing import Any
 import orjson
 from toolcodec.errors import BAD_REQUEST, REJECTED, TIMEOUT, WORKER_LOST
 from toolcodec.limits import Limits
-from toolcodec.pool.admission import Closed, QueueFull, Waiter, WorkerLine
+from toolcodec.pool.admission import Closed, QueueFull, RunTimes, Waiter, WorkerLine
+from toolcodec.pool.collector import Collector
 from toolcodec.pool.door import MAX_TIMEOUT_MS
 from toolcodec.worker.child import RUN_JOB_HANDLER, WorkerDied, WorkerProcess
+from toolcodec.worker.deadlines import CLOSED, QUEUE_FULL, shed_envelope
 from toolcodec.worker.envelope import complete, error_envelope
 from toolcodec.worker.jobs import warm
 from toolcodec.worker.limits import ENV as LIMIT_ENV
@@ -42,18 +44,56 @@ DEFAULT_QUEUE_SIZE = 1024
 
 
 class _Slot:
-    """One worker process and its place in the pool."""
+    """One worker process and its place in the pool; ``collected`` is set while the
+    collector thread, not the caller, gives the worker back."""
 
-    __slots__ = ("proc", "index")
+    __slots__ = ("proc", "index", "collected")
 
     def __init__(self, proc: WorkerProcess, index: int) -> None:
         self.proc = proc
         self.index = index
+        self.collected = False
+
+
+class _Answer:
+    """An answer the collector reads for an event-loop caller: the envelope, when it
+    arrived, the future that tells the caller, and the watch (socket, callback)."""
+
+    __slots__ = ("out", "at", "ready", "fd", "done")
+
+    def __init__(self, ready: asyncio.Future, fd: int) -> None:
+        self.out: dict = {}
+        self.at = 0.0
+        self.ready = ready
+        self.fd = fd
+        self.done: Callable[[], None] = lambda: None
+
+    def arrived(self) -> None:
+        if not self.ready.done():
+            self.ready.set_result(True)
 
 
 # What a round trip waits for, until when (time.monotonic(); None: until it happens).
 _Wait = tuple["Waiter[_Slot] | _Slot", float | None]
 _Trip = Generator[_Wait, bool, dict]
+
+
+class _TripTimes:
+    """A call's budget as instants (``time.monotonic()``): when it started and ends, and,
+    from the op's run times as they are at the moment of asking, the last moment its job
+    may be sent to a worker."""
+
+    __slots__ = ("op", "start", "deadline", "run_times")
+
+    def __init__(self, op: str, start: float, deadline: float, run_times: RunTimes) -> None:
+        self.op, self.start, self.deadline, self.run_times = op, start, deadline, run_times
+
+    @property
+    def budget(self) -> float:
+        return self.deadline - self.start
+
+    def start_by(self) -> float:
+        return self.deadline - self.run_times.reserve(self.op, self.budget)
 
 
 class _ThreadSignal:
@@ -88,6 +128,9 @@ class _LoopSignal:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        # set by the releaser that starts this caller's job: the collector's watch on it
+        self.answer: _Answer | None = None
+        self.on_sent: Callable[[_Slot], None] | None = None
         self.arm()
 
     def arm(self) -> Callable[[], None]:
@@ -136,7 +179,10 @@ class ProcessBackend:
     """A pool of ``workers`` processes with hard per-job deadlines.
 
     ``timeout_ms`` is the default budget of a call, counted from the moment ``submit`` is
-    called (waiting for a free worker included). ``queue_size`` bounds how many callers may
+    called (or from ``arrived``, when the caller's request waited before that), waiting for a
+    free worker included. A job starts only while the budget still holds its expected run
+    time (:class:`RunTimes`); one that cannot start by then is shed (``rejected``, reason
+    ``shed``; ``toolcodec.worker.deadlines``). ``queue_size`` bounds how many callers may
     wait for a worker; beyond it ``submit`` answers ``rejected`` at once. ``limits`` are
     the operator's ceilings for the workers (by default their environment's). Budgets and
     payloads are checked by ``Pool`` before they get here.
@@ -165,11 +211,14 @@ class ProcessBackend:
         self.timeout_ms = float(timeout_ms)
         self.metrics = metrics
         self._line: WorkerLine[_Slot] = WorkerLine(self.workers, queue_size)
+        self.run_times = RunTimes()
+        self._collector_thread: Collector | None = None
+        self._collector_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._id_prefix = f"{os.getpid()}-{id(self):x}-"
         self._stopping = False
         self._executor: ThreadPoolExecutor | None = None
-        self._revive_queue: queue.SimpleQueue[tuple[_Slot | None, str]] = queue.SimpleQueue()
+        self._revive_queue: queue.Queue[tuple[_Slot | None, str, float]] = queue.Queue()
         if handler == RUN_JOB_HANDLER and start_method == "fork":
             warm()
         env = {} if limits is None else {
@@ -189,10 +238,14 @@ class ProcessBackend:
 
     # -- calls -------------------------------------------------------------------------
 
-    def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict:
-        """Run one job; returns the envelope within the budget (plus a small grace)."""
+    def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
+               arrived: float | None = None) -> dict:
+        """Run one job; returns the envelope within the budget (plus a small grace).
+
+        ``arrived`` (a ``time.monotonic()``) is when the budget started, if before this call.
+        """
         signal = _thread_signal()
-        trip = self._call(op, payload, self._budget(timeout_ms), signal)
+        trip = self._call(op, payload, self._budget(timeout_ms), signal, arrived)
         ready = False
         try:
             target, deadline = next(trip)
@@ -211,11 +264,21 @@ class ProcessBackend:
         except StopIteration as stop:
             return stop.value
 
-    async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict:
-        """Like :meth:`submit`, without blocking the event loop (no thread per call)."""
+    async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
+                      arrived: float | None = None) -> dict:
+        """Like :meth:`submit`, without blocking the event loop (no thread per call).
+
+        The answer is read, and the worker released, by the collector thread as soon as it
+        arrives (``toolcodec.pool.collector``), whenever the loop gets back to this call.
+        """
         signal = _LoopSignal(asyncio.get_running_loop())
-        trip = self._call(op, payload, self._budget(timeout_ms), signal)
-        ready = False
+
+        def on_sent(slot: _Slot) -> None:  # the releaser started this job: watch it now,
+            signal.answer = self._watch(op, slot, signal.loop)  # not when the loop gets here
+
+        signal.on_sent = on_sent
+        trip = self._call(op, payload, self._budget(timeout_ms), signal, arrived)
+        ready: bool | _Answer = False
         try:
             target, deadline = next(trip)
             while True:
@@ -224,13 +287,74 @@ class ProcessBackend:
                     if isinstance(target, Waiter):
                         ready = await signal.wait(timeout)
                     else:
-                        ready = await _readable(target.proc, timeout)
+                        ready = await self._collected(op, target, timeout, signal)
                 except BaseException as exc:  # cancelled: the trip cleans up and re-raises
                     trip.throw(exc)
                     raise
                 target, deadline = trip.send(ready)
         except StopIteration as stop:
             return stop.value
+
+    async def _collected(self, op: str, slot: _Slot, timeout: float | None,
+                         signal: _LoopSignal) -> bool | _Answer:
+        """Wait for the collector to read the answer: the answer (the worker is released or
+        being replaced), or False at the deadline with the worker still this caller's."""
+        answer, signal.answer = signal.answer, None
+        if answer is None:  # this caller sent the job itself
+            answer = self._watch(op, slot, signal.loop)
+            if answer is None:
+                return True  # the worker is gone: the trip's own read reports it
+        collector = self._collector()
+        try:
+            await asyncio.wait_for(asyncio.shield(answer.ready), timeout)
+            return answer
+        except TimeoutError:
+            pass
+        except BaseException:
+            if not collector.unwatch(answer.fd, answer.done):
+                slot.collected = True  # the collector owns the worker now
+            raise
+        if collector.unwatch(answer.fd, answer.done):
+            return False
+        await answer.ready  # the collector is reading it: an instant
+        return answer
+
+    def _watch(self, op: str, slot: _Slot, loop: asyncio.AbstractEventLoop) -> _Answer | None:
+        """Have the collector read the answer of the job just sent to ``slot`` (None if the
+        worker is gone). Any thread: the answer's future is only set through the loop."""
+        try:
+            fd = slot.proc.fileno()
+        except WorkerDied:
+            return None
+        answer = _Answer(loop.create_future(), fd)
+
+        def done() -> None:  # on the collector thread
+            try:
+                answer.out = self._collect(op, slot)
+            except Exception as exc:  # noqa: BLE001 - an unreadable answer: the worker goes
+                self._revive(slot, "crash")
+                answer.out = error_envelope(op, "worker_lost", WORKER_LOST,
+                                            f"the answer could not be read: {exc}")
+            answer.at = time.monotonic()
+            try:
+                loop.call_soon_threadsafe(answer.arrived)
+            except RuntimeError:
+                pass  # the loop has closed: nobody waits
+
+        answer.done = done
+        self._collector().watch(fd, done)
+        return answer
+
+    def _collector(self) -> Collector:
+        collector = self._collector_thread
+        if collector is None:
+            with self._collector_lock:
+                collector = self._collector_thread
+                if collector is None:
+                    collector = Collector()
+                    collector.start()
+                    self._collector_thread = collector
+        return collector
 
     def map(
         self, op: str, payloads: Iterable[dict], *, timeout_ms: float | None = None
@@ -261,92 +385,117 @@ class ProcessBackend:
 
     # -- the round trip ----------------------------------------------------------------
 
-    def _call(self, op: str, payload: dict, budget: float, signal: Any) -> _Trip:
+    def _call(self, op: str, payload: dict, budget: float, signal: Any,
+              arrived: float | None = None) -> _Trip:
         """One call, from encoding the job to the completed envelope."""
-        start = time.monotonic()
-        data = self._encode(op, payload, budget)
+        now = time.monotonic()
+        start = now if arrived is None else min(arrived, now)
+        deadline = start + budget
+        data = self._encode(op, payload, deadline - now)
         if isinstance(data, dict):  # not JSON data: answered without a worker
             out = data
         else:
-            out = yield from self._round_trip(op, data, start + budget, budget, signal)
+            times = _TripTimes(op, start, deadline, self.run_times)
+            out = yield from self._round_trip(op, data, times, signal)
         envelope = complete(out, op, BACKEND, start)
         if self.metrics is not None:
             self.metrics.observe(op, BACKEND, envelope)
         return envelope
 
-    def _round_trip(
-        self, op: str, data: bytes, deadline: float, budget: float, signal: Any
-    ) -> _Trip:
+    def _round_trip(self, op: str, data: bytes, times: _TripTimes, signal: Any) -> _Trip:
         while True:
             try:
-                slot, waiter = self._line.take_or_wait(signal.arm(), (data, deadline))
+                slot, waiter = self._line.take_or_wait(
+                    signal.arm(), (data, times, getattr(signal, "on_sent", None)))
             except (QueueFull, Closed) as exc:
                 return self._rejected(op, exc)
-            started = False
+            sent_at = 0.0
             if waiter is not None:
-                slot, started = yield from self._handed_over(waiter, deadline, signal)
+                slot, sent_at = yield from self._handed_over(waiter, times.start_by(), signal)
             if slot is None:
-                return self._timeout(op, budget, "no worker became free")
-            if started:
+                return self._shed(op, times)
+            if sent_at:
                 break
-            sent = self._deliver(slot, data, deadline)
+            sent = self._deliver(slot, data, times.start_by())
             if sent is None:
-                return self._timeout(op, budget, "no worker became free")
+                return self._shed(op, times)
             if sent:
+                sent_at = time.monotonic()
                 break  # else the worker had died while idle: the job never left, try again
         try:
-            answered = yield slot, deadline
+            answered = yield slot, times.deadline
         except BaseException:  # the caller went away mid-job: nobody will read the answer
-            self._revive(slot, "timeout")
+            if slot.collected:
+                slot.collected = False  # the collector read it and gave the worker back
+            else:
+                self._revive(slot, "timeout", _grace(times.deadline - time.monotonic()))
             raise
-        if not answered:
-            self._revive(slot, "timeout")
-            return self._timeout(op, budget, f"worker {slot.proc.pid} is being replaced")
-        return self._collect(op, slot)
+        if isinstance(answered, _Answer):  # read by the collector, the worker handled
+            out, ended = answered.out, answered.at
+        # A caller whose own thread or event loop was slow to wake may find the answer
+        # already there at its deadline: that job ran in time and its answer is kept.
+        elif not answered and not slot.proc.poll(0):
+            grace = _grace(times.budget)
+            self._revive(slot, "timeout", grace)
+            return self._timeout(op, times.budget, f"worker {slot.proc.pid} overran; it is "
+                                 f"replaced unless it answers within {grace * 1000:g} ms")
+        else:
+            out, ended = self._collect(op, slot), time.monotonic()
+        if out.get("status") == "ok":
+            self.run_times.observe(op, ended - sent_at)
+        return out
 
     def _handed_over(
-        self, waiter: Waiter[_Slot], deadline: float, signal: Any
-    ) -> Generator[_Wait, bool, tuple[_Slot | None, bool]]:
-        """Wait in line: the worker handed over (None at the deadline) and whether the
-        releaser already started the job on it."""
+        self, waiter: Waiter[_Slot], start_by: float, signal: Any
+    ) -> Generator[_Wait, bool, tuple[_Slot | None, float]]:
+        """Wait in line until ``start_by``: the worker handed over (None if none was) and
+        when the releaser started the job on it (0.0 if it did not)."""
         try:
-            if not (yield waiter, deadline):
+            if not (yield waiter, start_by):
                 if self._line.leave(waiter) is None:
                     return None, False
                 yield waiter, None  # handed over at the last instant: the releaser is finishing
         except BaseException:  # the caller went away: give back what it was handed
             if self._line.leave(waiter) is not None:
-                signal.after(lambda: self._settle(waiter))
+                signal.after(lambda: self._settle(waiter, signal))
             raise
         return waiter.item, waiter.started
 
-    def _settle(self, waiter: Waiter[_Slot]) -> None:
+    def _settle(self, waiter: Waiter[_Slot], signal: Any) -> None:
         """Give back a worker handed to a caller that has gone away."""
         if waiter.item is None:
             return
         if waiter.started:
-            self._revive(waiter.item, "timeout")  # its job runs for nobody: stop it
+            answer = getattr(signal, "answer", None)
+            if answer is not None and not self._collector().unwatch(answer.fd, answer.done):
+                return  # the collector has read the answer and given the worker back
+            self._revive(waiter.item, "timeout", _grace(waiter.job[1].deadline - time.monotonic()))
         else:
             self._release(waiter.item)
 
     def _release(self, slot: _Slot, *, back: bool = False) -> None:
         """Give a worker to the longest waiter, starting that waiter's job on it, or park it."""
-        waiter = self._line.release(slot, back=back)
+        dropped: list[Waiter[_Slot]] = []
+        waiter = self._line.release(slot, back=back, can_start=_can_start, dropped=dropped)
+        for late in dropped:  # each finds no worker and answers that its job was shed
+            late.notify()
         if waiter is None:
             return
-        data, deadline = waiter.job
-        if time.monotonic() < deadline:
-            try:
-                slot.proc.send_encoded(data)
-                waiter.started = True
-            except WorkerDied:
-                pass  # the waiter sends itself, finds the worker dead and has it replaced
+        data, _, on_sent = waiter.job
+        try:
+            waiter.started = time.monotonic()
+            slot.proc.send_encoded(data)
+        except WorkerDied:
+            waiter.started = 0.0  # the waiter sends itself, finds the worker dead, replaces it
+        else:
+            if on_sent is not None:
+                on_sent(slot)
         waiter.notify()
 
-    def _deliver(self, slot: _Slot, data: bytes, deadline: float) -> bool | None:
+    def _deliver(self, slot: _Slot, data: bytes, start_by: float) -> bool | None:
         """Send the job: True; False if the worker had died while idle (the job never left);
-        None if the deadline passed first (the worker is given back unused)."""
-        if time.monotonic() >= deadline:
+        None if its time to start passed first (the worker is given back unused)."""
+        if time.monotonic() >= start_by:
             self._release(slot)
             return None
         try:
@@ -365,12 +514,12 @@ class ProcessBackend:
         self._release(slot)
         return out
 
-    def _encode(self, op: str, payload: dict, budget: float) -> bytes | dict:
+    def _encode(self, op: str, payload: dict, left: float) -> bytes | dict:
         job = {
             "id": f"{self._id_prefix}{next(self._ids)}",
             "op": op,
             "payload": payload,
-            "deadline": time.time() + budget,
+            "deadline": time.time() + left,
         }
         try:
             return orjson.dumps(job)
@@ -387,27 +536,59 @@ class ProcessBackend:
         return error_envelope(op, "timeout", TIMEOUT, f"no answer within {ms:g} ms ({why})")
 
     def _rejected(self, op: str, exc: Exception) -> dict:
-        why = "the pool is closed" if isinstance(exc, Closed) else f"queue full: {exc}"
-        return error_envelope(op, "rejected", REJECTED, f"job not accepted: {why}")
+        closed = isinstance(exc, Closed)
+        why = "the pool is closed" if closed else f"queue full: {exc}"
+        return error_envelope(op, "rejected", REJECTED, f"job not accepted: {why}",
+                              reason=CLOSED if closed else QUEUE_FULL)
+
+    def _shed(self, op: str, times: _TripTimes) -> dict:
+        self.run_times.shed(op)
+        return shed_envelope(op, times.budget, time.monotonic() - times.start,
+                             times.deadline - times.start_by())
 
     # -- supervision -------------------------------------------------------------------
 
-    def _revive(self, slot: _Slot, reason: str) -> None:
-        """Hand a worker that timed out or died to the supervisor (off the caller's path)."""
+    def _revive(self, slot: _Slot, reason: str, grace: float = 0.0) -> None:
+        """Hand a worker that timed out or died to the supervisor (off the caller's path);
+        one that timed out may answer within ``grace`` seconds and be kept."""
         self._line.away()
-        self._revive_queue.put((slot, reason))
+        self._revive_queue.put((slot, reason, grace))
 
     def _supervise(self) -> None:
+        """Replace crashed workers; give a worker whose job overran its budget one more
+        budget to answer before killing it (several such workers wait side by side)."""
+        overran: dict[_Slot, float] = {}  # worker: until when its late answer is awaited
         while True:
-            slot, reason = self._revive_queue.get()
-            if slot is None:
-                return
+            # while workers are overran, look at their sockets every few ms: one that answers
+            # early in its grace is back at work at once, not at the end of the grace
+            wait = None if not overran else min(
+                max(min(overran.values()) - time.monotonic(), 0), OVERRUN_POLL_S)
+            try:
+                slot, reason, grace = self._revive_queue.get(timeout=wait)
+            except queue.Empty:
+                slot = None
+                reason, grace = "", 0.0
+            else:
+                if slot is None:
+                    return
             if self._stopping:
-                slot.proc.kill()
+                for stuck in [*overran, *([slot] if slot is not None else [])]:
+                    stuck.proc.kill()
+                overran.clear()
                 continue
-            if not (reason == "timeout" and _answered_late(slot.proc)):
+            if slot is not None and reason == "timeout":
+                overran[slot] = time.monotonic() + grace
+            elif slot is not None:
                 self._respawn(slot, reason)
-            self._release(slot, back=True)
+                self._release(slot, back=True)
+            now = time.monotonic()
+            for late in list(overran):
+                answered = _answered(late.proc)
+                if answered or now >= overran[late]:
+                    del overran[late]
+                    if not answered:
+                        self._respawn(late, "timeout")
+                    self._release(late, back=True)
 
     def _respawn(self, slot: _Slot, reason: str) -> None:
         while True:
@@ -431,10 +612,12 @@ class ProcessBackend:
         self._line.close()
         self._line.wait_idle(timeout)
         self._stopping = True
-        self._revive_queue.put((None, ""))
+        self._revive_queue.put((None, "", 0.0))
         self._supervisor.join(max(end - time.monotonic(), 1.0))
         for slot in self._slots:
             slot.proc.kill()
+        if self._collector_thread is not None:
+            self._collector_thread.stop()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
         if self._untrack is not None:
@@ -446,37 +629,33 @@ class ProcessBackend:
         return [slot.proc.pid for slot in self._slots]
 
 
-def _answered_late(proc: WorkerProcess) -> bool:
-    """True if the timed-out job has finished after all, leaving the worker usable."""
+def _can_start(waiter: Waiter[_Slot]) -> bool:
+    """Whether a caller in line may still start its job (see ``_TripTimes.start_by``)."""
+    return time.monotonic() < waiter.job[1].start_by()
+
+
+# How long a worker whose job overran is awaited before it is killed: a first-use compile of
+# a tool set takes 5 ms on a quiet core and 50+ ms on a loaded one, and killing the worker
+# then only has its next job compile (and overrun) again; a stuck job is still stopped soon.
+MIN_GRACE_S, MAX_GRACE_S = 0.25, 1.0
+OVERRUN_POLL_S = 0.002
+
+
+def _grace(budget: float) -> float:
+    """How long an overrun job may still answer and keep its worker: one more budget,
+    within ``MIN_GRACE_S`` and ``MAX_GRACE_S``."""
+    return min(max(budget, MIN_GRACE_S), MAX_GRACE_S)
+
+
+def _answered(proc: WorkerProcess) -> bool:
+    """True if the overrun job has finished after all (its answer is dropped), leaving the
+    worker usable: a job that overran by a little, often one that compiled a new tool set,
+    keeps its worker and what the worker compiled, where a kill would lose both and have
+    the next job of that tool set compile (and overrun) again."""
     try:
-        # A short grace: a job handed over at its deadline usually answers (as a timeout)
-        # within a millisecond, and keeping the worker beats a re-fork.
-        if proc.poll(0.002):
+        if proc.poll(0):
             proc.recv()
             return True
     except WorkerDied:
         pass
     return False
-
-
-async def _readable(proc: WorkerProcess, timeout: float | None) -> bool:
-    """Wait until the worker's answer (or its death) can be read, or ``timeout`` seconds
-    pass, inside the event loop."""
-    try:
-        fd = proc.fileno()
-    except WorkerDied:
-        return True  # recv() reports it
-    loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-
-    def on_ready() -> None:
-        if not ready.done():
-            ready.set_result(True)
-
-    loop.add_reader(fd, on_ready)
-    try:
-        return await asyncio.wait_for(ready, timeout)
-    except TimeoutError:
-        return False
-    finally:
-        loop.remove_reader(fd)

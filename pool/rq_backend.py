@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from rq.job import Job, JobStatus
 from rq.utils import now
 from toolcodec.errors import BACKEND_UNAVAILABLE, BAD_REQUEST, REJECTED, TIMEOUT
@@ -52,6 +54,50 @@ for i, id in ipairs(ARGV) do
 end
 return removed
 """
+
+_budget = threading.local()  # .deadline: the calling thread's end of budget (time.monotonic())
+
+
+class _BudgetBound:
+    """Mixed into the caller's connection class: a connection made on a caller's path
+    connects and shakes hands within what is left of that caller's budget, with no retry.
+
+    Otherwise a Redis that accepts connections but does not answer (stopped, swapping) holds
+    the caller for the client's socket timeout, once per retry: 500 ms on a 50 ms budget.
+    """
+
+    socket_connect_timeout: float | None
+    socket_timeout: float | None
+    _sock: Any
+
+    def connect(self) -> None:
+        deadline = getattr(_budget, "deadline", None)
+        if deadline is None or self._sock is not None:
+            super().connect()  # type: ignore[misc]
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise redis.exceptions.TimeoutError("the budget ran out before connecting")
+        saved = self.socket_connect_timeout, self.socket_timeout
+        self.socket_connect_timeout = min(saved[0] or left, left)
+        self.socket_timeout = min(saved[1] or left, left)
+        try:
+            self.connect_check_health(check_health=False, retry_socket_connect=False)
+        finally:
+            self.socket_connect_timeout, self.socket_timeout = saved
+            if self._sock is not None:
+                self._sock.settimeout(saved[1])
+
+
+def _budget_bound_client(url: str, connect_timeout: float) -> redis.Redis:
+    """A client whose connections, made on a caller's thread, keep to its budget."""
+    pool = redis.ConnectionPool.from_url(
+        url, socket_connect_timeout=connect_timeout, socket_timeout=connect_timeout,
+        retry=Retry(NoBackoff(), 0), driver_info=None)
+    base = pool.connection_class
+    pool.connection_class = type(f"BudgetBound{base.__name__}", (_BudgetBound, base), {})
+    return redis.Redis(connection_pool=pool)
+
 
 # Any Redis error — unreachable, timed out, or a server that answers another protocol
 # (an HTTP server or a proxy on that port: InvalidResponse) — means the backend is unavailable.
@@ -103,10 +149,7 @@ class RQBackend:
         self._keys = (proto.queue_key(queue), "rq:queues")
         # No client-info handshake on (re)connect: after a timeout the next call reconnects,
         # and a reply it waited for there would not be bounded by the caller's deadline.
-        self._redis = redis.Redis.from_url(
-            redis_url, socket_connect_timeout=connect_timeout, socket_timeout=connect_timeout,
-            driver_info=None,
-        )
+        self._redis = _budget_bound_client(redis_url, connect_timeout)
         self._enqueue_sha = self._redis.register_script(_ENQUEUE_LUA).sha
         self._waiters: dict[str, _Waiter] = {}
         self._lock = threading.Lock()
@@ -130,13 +173,15 @@ class RQBackend:
 
     # -- public API ------------------------------------------------------------------------
 
-    def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None) -> dict[str, Any]:
+    def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
+               arrived: float | None = None) -> dict[str, Any]:
         """Run ``op`` on ``payload`` in a worker and return the job envelope (README).
 
         Never raises on a bad payload or an unreachable Redis: the envelope says what
-        happened. The caller is blocked at most ``timeout_ms`` plus scheduling noise.
+        happened. The caller is blocked at most ``timeout_ms`` plus scheduling noise,
+        counted from ``arrived`` (a ``time.monotonic()``) when the request waited before.
         """
-        start = time.monotonic()
+        start = time.monotonic() if arrived is None else min(arrived, time.monotonic())
         budget, why = check_budget(timeout_ms, self.timeout_ms)
         env = (_error(op, "error", BAD_REQUEST, why, field="timeout_ms") if budget is None
                else self._submit(op, payload, start, budget))
@@ -205,7 +250,11 @@ class RQBackend:
         and without the client's retries, which would do the same.
         """
         pool = self._redis.connection_pool
-        conn = pool.get_connection()
+        _budget.deadline = deadline
+        try:
+            conn = pool.get_connection()  # a new connection connects within the budget
+        finally:
+            _budget.deadline = None
         try:
             try:
                 return self._command(conn, deadline, "EVALSHA", self._enqueue_sha, *keys, *args,
@@ -219,7 +268,14 @@ class RQBackend:
     @staticmethod
     def _command(conn: Any, deadline: float, name: str, script: str, *rest: Any,
                  nkeys: int) -> Any:
-        conn.send_command(name, script, nkeys, *rest)
+        remaining = deadline - time.monotonic()
+        if remaining > 0 and conn._sock is not None:  # a full send buffer waits this long
+            conn._sock.settimeout(remaining)
+        try:
+            conn.send_command(name, script, nkeys, *rest)
+        finally:
+            if conn._sock is not None:
+                conn._sock.settimeout(conn.socket_timeout)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             conn.disconnect()  # the reply would arrive on the next caller's read

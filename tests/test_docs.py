@@ -7,8 +7,11 @@
   process group is killed afterwards, so a server a block starts in the background stops. A
   ```json block right after a ```bash block is the output of its last command (compared as
   JSON; ``elapsed_ms``, which differs every run, only has to be a number).
-- ```json, ```yaml and ```toml blocks must parse. Blocks without a language, or ```text,
-  are synopses, layouts and sample envelopes: not run.
+- A ```text output block right after a ```bash block is the output of its last command, line
+  for line (the block's last lines: a server it starts may print before).
+- ```json, ```yaml and ```toml blocks must parse; one whose fence says ``file=PATH`` is that
+  file of the repository, to the letter. Blocks without a language, or ```text, are synopses,
+  layouts and sample envelopes: not run.
 - A block whose fence says ``norun`` (```bash norun) is not run; the block must say why in a
   comment on its first line (it needs a cluster, a Docker engine, or runs for minutes).
 
@@ -161,12 +164,21 @@ def test_examples_run_as_written(path: Path, model_server, monkeypatch,
                 last = out.strip().splitlines()[-1] if out.strip() else ""
                 assert same_output(json.loads(last), json.loads(after.code)), \
                     f"{block}: printed {last}, the text says {after.code}"
+            if after is not None and after.lang == "text" and "output" in after.flags \
+                    and _adjacent(path, block, after):
+                want = after.code.strip().splitlines()  # the last command's: the block's end
+                assert out.strip().splitlines()[-len(want):] == want, \
+                    f"{block}: printed {out!r}, the text says {after.code!r}"
         elif block.lang == "json":
             json.loads(block.code)
         elif block.lang == "yaml":
             list(yaml.safe_load_all(block.code))
         elif block.lang == "toml":
             tomllib.loads(block.code)
+        for flag in block.flags:
+            if flag.startswith("file="):
+                assert (ROOT / flag[5:]).read_text() == block.code, \
+                    f"{block} is not {flag[5:]} as the repository has it"
 
 
 def _adjacent(path: Path, first: Block, second: Block) -> bool:
@@ -174,6 +186,14 @@ def _adjacent(path: Path, first: Block, second: Block) -> bool:
     lines = path.read_text(encoding="utf-8").splitlines()
     end = first.line + first.code.count("\n") + 1  # the closing fence's line (1-based)
     return all(not line.strip() for line in lines[end:second.line - 1])
+
+
+def test_output_blocks_follow_a_command() -> None:
+    for path in FILES:
+        found = blocks(path)
+        for before, block in zip(found, found[1:], strict=False):
+            if block.lang == "text" and "output" in block.flags:
+                assert before.lang in ("bash", "sh") and _adjacent(path, before, block), block
 
 
 def test_norun_blocks_say_why() -> None:

@@ -91,7 +91,8 @@ def test_timeout_returns_on_time_and_pool_recovers(pool: Pool, op: str, budget_m
 
 
 def test_waiting_for_a_worker_counts_against_the_budget(pool: Pool) -> None:
-    # both workers stuck until their 2 s budgets end; a third caller's 50 ms runs out queued
+    # both workers stuck until their 2 s budgets end; a third caller's 50 ms runs out queued:
+    # its job is shed once the budget no longer holds its run, and is never run
     busy = [threading.Thread(target=pool.submit, args=("_sleep", {"seconds": SLOW}),
                              kwargs={"timeout_ms": 2000}) for _ in range(2)]  # fmt: skip
     for t in busy:
@@ -100,8 +101,11 @@ def test_waiting_for_a_worker_counts_against_the_budget(pool: Pool) -> None:
     out, wall_ms = timed(pool.submit, "_sleep", {"seconds": 0}, timeout_ms=50)
     for t in busy:
         t.join()
-    assert out["status"] == "timeout" and "no worker became free" in out["error"]["message"]
-    assert wall_ms >= 50
+    error = out["error"]
+    assert out["status"] == "rejected" and error["code"] == "rejected"
+    assert error["reason"] == "shed" and "could not start within its budget" in error["message"]
+    assert error["budget_ms"] == 50 and 0 < error["reserve_ms"] <= 25
+    assert wall_ms >= 50 - error["reserve_ms"] and error["waited_ms"] <= wall_ms
 
 
 def test_crash_gives_worker_lost_and_a_healthy_pool(pool: Pool) -> None:
@@ -353,7 +357,7 @@ def test_metric_counts_equal_the_outcomes(faults: None, registry: CollectorRegis
             count = sample("toolcodec_job_duration_seconds_count", op=op, backend="process")
             assert count == sum(1 for o in outs if o["op"] == op)
         restarts = "toolcodec_worker_restarts_total"
-        killed = sum(1 for o in outs if "being replaced" in (o["error"] or {}).get("message", ""))
+        killed = sum(1 for o in outs if "overran" in (o["error"] or {}).get("message", ""))
         assert killed == 2
         assert sample(restarts, backend="process", reason="timeout") == killed
         assert sample(restarts, backend="process", reason="crash") == 1
@@ -440,7 +444,9 @@ def test_submit_asubmit_and_map_never_raise(small_pool: Pool, op, payload, timeo
             *small_pool.map(op, [payload], timeout_ms=timeout_ms)]
     for out in outs:
         assert list(out) == ["status", "op", "backend", "result", "error", "elapsed_ms"]
-        assert out["status"] in ("ok", "error", "timeout") and isinstance(out["op"], str)
+        # a budget too short to start in is shed (rejected), one that ends mid-run a timeout
+        assert out["status"] in ("ok", "error", "timeout", "rejected")
+        assert isinstance(out["op"], str)
 
 
 def test_map_of_something_that_is_not_iterable_is_bad_request(small_pool: Pool) -> None:

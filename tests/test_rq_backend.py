@@ -197,6 +197,45 @@ def test_a_hung_redis_does_not_hold_callers_past_their_budget(
         b.close()
 
 
+def test_a_stopped_redis_costs_callers_no_more_than_their_budget(
+    start_rq_worker, own_redis_server, queue_name
+) -> None:
+    """Redis stopped by SIGSTOP for two seconds (it accepts connections, never answers):
+    every caller, on a live connection or on one it must open and shake hands on, gets its
+    envelope within its 50 ms budget plus the grace, from threads and from an event loop."""
+    start_rq_worker(concurrency=1, server=own_redis_server)
+    b = RQBackend(redis_url=own_redis_server.url, queue=queue_name, timeout_ms=50)
+    try:
+        assert b.submit("_sleep", {"seconds": 0}, timeout_ms=2000)["status"] == "ok"
+        own_redis_server.proc.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            outs = [b.submit("_sleep", {"seconds": 0}) for _ in range(4)]
+            threads = [threading.Thread(target=lambda: outs.append(
+                b.submit("_sleep", {"seconds": 0}))) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+            async def from_a_loop() -> list[dict]:
+                return await asyncio.gather(*(asyncio.to_thread(
+                    b.submit, "_sleep", {"seconds": 0}) for _ in range(4)))
+
+            outs += asyncio.run(from_a_loop())
+            assert time.monotonic() - stopped < 2.0  # all of it while Redis was stopped
+        finally:
+            own_redis_server.proc.send_signal(signal.SIGCONT)
+        assert len(outs) == 12
+        for out in outs:
+            assert out["status"] == "timeout" or out["error"]["code"] == "backend_unavailable"
+            assert out["elapsed_ms"] < 50 + GRACE_MS, out
+        assert wait_for(lambda: b.submit("_sleep", {"seconds": 0}, timeout_ms=1000)["status"]
+                        == "ok", timeout=15)
+    finally:
+        b.close()
+
+
 def test_full_queue_rejects_at_once(redis_server, queue_name) -> None:
     metrics = Metrics(CollectorRegistry())
     b = RQBackend(redis_url=redis_server.url, queue=queue_name, max_queue=3, metrics=metrics)

@@ -31,6 +31,7 @@ from toolcodec.worker.faults import FAULT_OPS
 from toolcodec.worker.joblog import JobLog
 from toolcodec.worker.jobs import FAULT_ENV, PUBLIC_OPS
 
+ARRIVED = "toolcodec.arrived"  # ASGI scope key: time.monotonic() when the request arrived
 MAX_BATCH = 256  # jobs in one /v1/batch request
 _STATUS = {"ok": 200, "timeout": 504, "rejected": 429, "worker_lost": 503}
 _ERROR_STATUS = {BAD_REQUEST: 400, PAYLOAD_TOO_LARGE: 413, "backend_unavailable": 503,
@@ -75,7 +76,7 @@ class Service:
                                           start), status=exc.status_code)
         if refused is not None:
             return self.answer(self.local(op, refused, start))
-        return self.answer(await self.run(op, body, start))
+        return self.answer(await self.run(op, body, start, request.scope.get(ARRIVED)))
 
     async def batch(self, request: Request) -> Response:
         start = time.perf_counter()
@@ -91,18 +92,20 @@ class Service:
         if not isinstance(jobs, list) or not 0 < len(jobs) <= MAX_BATCH:
             return self.answer(self.local("batch", (BAD_REQUEST, "the body must be "
                                f"{{\"jobs\": [...]}} with 1 to {MAX_BATCH} jobs"), start))
-        outs = await asyncio.gather(*(self.run_item(job) for job in jobs))
+        arrived = request.scope.get(ARRIVED)
+        outs = await asyncio.gather(*(self.run_item(job, arrived) for job in jobs))
         return _json(200, {"results": outs})
 
-    async def run_item(self, job: Any) -> dict[str, Any]:
+    async def run_item(self, job: Any, arrived: float | None = None) -> dict[str, Any]:
         start = time.perf_counter()
         if not isinstance(job, dict) or not isinstance(job.get("op"), str) \
                 or not isinstance(job.get("payload"), dict):
             return self.local("batch", (BAD_REQUEST, 'each job must be {"op": str, '
                               '"payload": object}'), start)
-        return await self.run(job["op"], dict(job["payload"]), start)
+        return await self.run(job["op"], dict(job["payload"]), start, arrived)
 
-    async def run(self, op: str, payload: dict[str, Any], start: float) -> dict[str, Any]:
+    async def run(self, op: str, payload: dict[str, Any], start: float,
+                  arrived: float | None = None) -> dict[str, Any]:
         if op not in self.ops:
             return self.local(op, (BAD_REQUEST, f"unknown op {op!r}; expected one of "
                               f"{', '.join(PUBLIC_OPS)}"), start)
@@ -111,7 +114,7 @@ class Service:
             problem = self.model_options(payload)
         if problem is not None:
             return self.local(op, (BAD_REQUEST, problem), start)
-        envelope = await self.pool.asubmit(op, payload, timeout_ms=timeout)
+        envelope = await self.pool.asubmit(op, payload, timeout_ms=timeout, arrived=arrived)
         self.joblog.job(op, self.pool.backend, envelope, payload)
         return envelope
 
@@ -231,7 +234,16 @@ def build_app(service: Service, extra_routes: list[Route] | None = None) -> Star
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error,
                                                        Exception: crashed})
-    return service.metrics.wrap(app)
+    return _stamped(service.metrics.wrap(app))
+
+
+def _stamped(app: Any) -> Any:
+    """Note when each request reached the app, first thing: a job's budget counts from
+    then, so the time a request waited behind others on a busy loop is not free."""
+    async def stamped(scope: dict, receive: Any, send: Any) -> None:
+        scope[ARRIVED] = time.monotonic()
+        await app(scope, receive, send)
+    return stamped
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
