@@ -222,3 +222,24 @@ def test_expectations_are_found_and_a_wrong_one_fails() -> None:
         run_python("x = [1, 2]\nx\n# [1, 3]\n", {}, "inline")
     assert not same_output({"a": 1, "elapsed_ms": 2.0}, {"a": 2, "elapsed_ms": 1.0})
     assert same_output({"a": 1, "elapsed_ms": 2.0}, {"a": 1, "elapsed_ms": 1.0})
+
+
+def _flags_of(command: str) -> set[str]:
+    from toolcodec.pool.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return {s for a in sub.choices[command]._actions for s in a.option_strings
+            if s.startswith("--") and s != "--help"}
+
+
+@pytest.mark.parametrize("command,docs", [
+    ("serve", ("http.md", "proxy.md")),
+    ("worker", ("rq.md", "security.md", "cli.md")),
+    ("decode", ("cli.md",)),
+    ("repair", ("cli.md",)),
+])
+def test_every_flag_is_documented(command: str, docs: tuple[str, ...]) -> None:
+    text = "".join((ROOT / "docs" / d).read_text() for d in docs)
+    missing = sorted(f for f in _flags_of(command) if f"`{f}" not in text and f"[{f}" not in text)
+    assert missing == [], f"toolcodec {command} flags missing from {docs}"
