@@ -97,8 +97,10 @@ def test_serve_logs_a_crash_and_a_timeout_without_the_payload() -> None:
         serve.proc.send_signal(signal.SIGTERM)
         out = serve.proc.communicate(timeout=60)[0].decode()
     got = job_lines(out)
-    assert [(g["op"], g["outcome"]) for g in got] == [("_crash", "worker_lost"),
-                                                     ("_sleep", "timeout")], out
+    assert [(g["op"], g["outcome"]) for g in got if g["outcome"] != "success"] == [
+        ("_crash", "worker_lost"), ("_sleep", "timeout")], out
+    # a success is logged only when slow (on a busy machine the repair after the overrun may be)
+    assert all(g["slow"] for g in got if g["outcome"] == "success"), out
     assert all(g["side"] == "caller" and g["input_bytes"] > len(SECRET) for g in got)
     assert SECRET not in out
 
