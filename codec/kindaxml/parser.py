@@ -170,8 +170,9 @@ class Parser:
         self.unclosed.append(None)
         self.src_starts.append(start)
         self.src_ends.append(end)
-        self.positions.append(self.length)
-        self.retro_starts.append(max(self.line_start, self.anchor))
+        position, line_start, anchor = self.length, self.line_start, self.anchor
+        self.positions.append(position)
+        self.retro_starts.append(line_start if line_start > anchor else anchor)
         self.end_tags.append(-1)
         self.closes.append(-1)
         if not self_closing:
@@ -246,12 +247,15 @@ class Parser:
         self.unclosed[tag_id] = reason
         tag = self.names[tag_id]
         where = f"before the next tag at {source_pos}" if source_pos is not None else "at all"
-        self._log(
-            reason,
-            self.src_starts[tag_id],
-            tag,
-            f"<{tag}> is not closed {where}; its span was chosen by "
-            f"the {self.strategies[tag_id]} strategy",
+        position = self.src_starts[tag_id]
+        self.log.append(
+            (
+                reason,
+                position,
+                f"<{tag}> is not closed {where}; its span was chosen by the "
+                f"{self.strategies[tag_id]} strategy (offset {position})",
+                tag,
+            )
         )
 
     def _log(self, reason: str, position: int, tag: str | None, message: str) -> None:
