@@ -74,6 +74,7 @@ class Parser:
         self.log: list[tuple[str, int, str, str | None]] = []  # Recovery fields
         self._names = _name_table(config)
         self.copy_from = 0  # input offset of the first character not yet emitted
+        self._recovery: dict[str, str] = {}  # config.recovery_strategy, remembered per tag
 
     def run(self) -> Columns:
         """Consume the whole document and return its spans and recovery log."""
@@ -141,9 +142,13 @@ class Parser:
 
     def _start(self, m: re.Match[str], tag: str, name: str) -> None:
         start, end = m.span()
-        self._flush(start)
+        if start > self.copy_from:  # _flush and _next_tag inlined: once per tag
+            self._emit(self.source[self.copy_from : start])
         self.copy_from = end
-        self._next_tag(start)
+        if self.open >= 0:
+            self._close_unclosed(AUTOCLOSED, start)
+        if self.waiting:
+            self._wake(self.length)
         config = self.config
         attrs: dict[str, Any] = {}
         reasons: tuple[str, ...] = ()
@@ -161,7 +166,9 @@ class Parser:
         if self_closing:
             strategy = config.self_closing(tag)
         else:
-            strategy = config.recovery_strategy(tag)
+            strategy = self._recovery.get(tag) or self._recovery.setdefault(
+                tag, config.recovery_strategy(tag)
+            )
         tag_id = len(self.names)
         self.names.append(tag)
         self.attrs.append(attrs)
