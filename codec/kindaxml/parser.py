@@ -120,6 +120,7 @@ class Parser:
                         self._next_tag(m.start())
                 elif mode == "strip":
                     self._strip(m)
+                # treat_as_text: the tag stays in the text and closes nothing
             elif kind == CDATA:
                 self._flush(m.start())
                 text, end, terminated = cdata_block(source, m.end())
