@@ -110,6 +110,10 @@ STRING_KINDS: dict[str, tuple[re.Pattern[str], str, str | None]] = {
     "＂": (re.compile(r"[^＂\\\x00-\x1f]*"), "＂", NFKC),
 }
 QUOTES = frozenset(STRING_KINDS)
+# A run of a string's closing characters, to step over quotes that cannot close it at once.
+_CLOSER_RUN = {
+    closers: re.compile(f"[{closers}]*") for _, closers, _ in STRING_KINDS.values()
+}
 
 # What may follow a closing quote directly, and after blanks on the same line.
 _CLOSE_ADJACENT = frozenset(",}]/+`，｝］")
@@ -204,9 +208,8 @@ def scan_string(text: str, start: int, ctx: int, repairs: Repairs) -> tuple[str,
                     return text[pos:end], end + 1, True
                 parts.append(text[pos:end])
                 return "".join(parts), end + 1, True
-            seg = text[pos:end]
             if c == '"' and (ctx == MEMBER or ctx == KEY):
-                cut = seg.rstrip(" \t")
+                cut = text[pos:end].rstrip(" \t")
                 if (cut.endswith(",") and ctx == MEMBER and KEY_AHEAD.match(text, end + 1)) or (
                         cut.endswith(":") and ctx == KEY):
                     # `"New York, "next": …` (a value) or `"key:"value"` (a key): the string
@@ -215,9 +218,15 @@ def scan_string(text: str, start: int, ctx: int, repairs: Repairs) -> tuple[str,
                     parts.append(cut[:-1])
                     return "".join(parts), pos + len(cut) - 1, True
             repairs[UNESCAPED_QUOTE] = None
-            parts.append(seg)
+            parts.append(text[pos:end])  # (one-character slices are cached, not allocated)
             parts.append(c)
             pos = end + 1
+            if pos + 1 < n and text[pos] in closers and text[pos + 1] in closers and ctx != KEY:
+                # Outside a key a quote followed by another closing character never closes
+                # (see _closes): a run of them is text up to its last quote, judged next.
+                last = _CLOSER_RUN[closers].match(text, pos).end() - 1
+                parts.append(text[pos:last])
+                pos = last
             continue
         if end != pos:
             parts.append(text[pos:end])

@@ -328,3 +328,20 @@ def test_data_losing_readings_are_refused(text, why):
     assert not res.ok and res.value is None
     assert why in res.errors[0].message
     assert 0 <= res.errors[0].details["position"] <= len(text)
+
+
+@pytest.mark.parametrize("quote", ['"', "'"])
+@pytest.mark.parametrize("k", [2, 3, 7])
+def test_a_run_of_inner_quotes_is_text_up_to_the_one_that_closes(quote, k):
+    # A run of quotes is stepped over at once; each quote in it is still judged as alone.
+    inner = quote * k
+    for text, value in [
+        (f"{quote}a{inner}b{quote}", f"a{inner}b"),
+        (f"[{quote}a{inner}b{quote}]", [f"a{inner}b"]),
+        (f'{{"k": {quote}a{inner}b{quote}}}', {"k": f"a{inner}b"}),
+        (f"{quote}a{inner}", f"a{inner[:-1]}"),  # the last quote of the run closes
+        (f"[{quote}a{inner}]", [f"a{inner[:-1]}"]),
+    ]:
+        res = repair_json(text)
+        assert res.ok and res.value == value, text
+        assert "json.unescaped_quote" in res.repairs, text

@@ -211,3 +211,31 @@ def test_annotation_offsets_match_segments(text):
         assert covered == r.text[ann.start : ann.end]
         assert r.text.startswith(covered, ann.start)
         assert text[ann.source[0] : ann.source[1]].startswith("<" + ann.tag)
+
+
+def test_text_passthrough_tags_escapes_and_cdata_tile_the_output_in_order():
+    # Every way input reaches the output in one document: text, unrecognised tags kept
+    # as text (the first one after <cite> closes it), a stray end tag kept, an escape and
+    # a CDATA block. Input offsets: <cite> at 5, <y> at 12, </cite> at 16.
+    doc = r"a<x>b<cite>c<y>d</cite>e\<f><![CDATA[<g>]]>h</z>"
+    r = parse(doc, backslash_escapes=True, stray_end_tag_policy="passthrough")
+    assert r.text == "a<x>bc<y>d</cite>e<f><g>h</z>"
+    [cite] = r.annotations
+    assert (cite.tag, cite.start, cite.end, cite.source) == ("cite", 0, 5, (5, 11))
+    assert cite.recovery == ("autoclosed", "unclosed_retro_line")
+    assert [(x.reason, x.position, x.tag) for x in r.recoveries] == [
+        ("autoclosed", 5, "cite"),
+        ("stray_end_tag_kept", 16, "cite"),
+    ]
+
+
+def test_stripped_tags_close_the_open_tag_and_leave_no_text():
+    r = parse("a<x>b<cite>c<y>d", unknown_mode="strip")
+    assert r.text == "abcd"
+    [cite] = r.annotations
+    assert (cite.start, cite.end) == (0, 2)
+    assert [(x.reason, x.position) for x in r.recoveries] == [
+        ("unknown_tag_stripped", 1),
+        ("autoclosed", 5),
+        ("unknown_tag_stripped", 12),
+    ]

@@ -293,8 +293,13 @@ def _brief(c: Columns, i: int) -> dict[str, Any]:
 
 
 def _annotation_dict(c: Columns, i: int) -> dict[str, Any]:
-    out = _brief(c, i)
-    out.update(start=c.starts[i], end=c.stops[i], source=[c.src_starts[i], c.src_ends[i]])
+    """``Annotation.to_dict`` read from the columns (``_brief`` and the offsets, inlined)."""
+    out: dict[str, Any] = {"id": i, "tag": c.names[i], "attrs": _copy(c.attrs[i])}
+    if c.recoveries[i]:
+        out["recovery"] = list(c.recoveries[i])
+    out["start"] = c.starts[i]
+    out["end"] = c.stops[i]
+    out["source"] = [c.src_starts[i], c.src_ends[i]]
     return out
 
 
@@ -328,6 +333,8 @@ def _segment_dicts(c: Columns) -> list[dict[str, Any]]:
 
 
 def _copy(attrs: dict[str, Any]) -> dict[str, Any]:
+    if not attrs:  # most tags: skip building the comprehension
+        return {}
     return {k: list(v) if isinstance(v, list) else v for k, v in attrs.items()}
 
 

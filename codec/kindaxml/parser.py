@@ -12,6 +12,7 @@ object per tag would, and uses far less memory (see ``columns.py``).
 
 from __future__ import annotations
 
+import re
 from array import array
 from typing import Any
 
@@ -20,7 +21,13 @@ from toolcodec.kindaxml.attrs import parse_attrs
 from toolcodec.kindaxml.columns import Columns
 from toolcodec.kindaxml.config import KindaXMLConfig
 from toolcodec.kindaxml.spans import Lookahead, resolve, trim
-from toolcodec.kindaxml.tokenizer import CDATA, END, START, TEXT, Token, tokenize
+from toolcodec.kindaxml.tokenizer import (
+    CDATA,
+    TAG,
+    cdata_block,
+    markup_pattern,
+    self_closing_length,
+)
 
 AUTOCLOSED = "autoclosed"
 UNCLOSED_AT_END = "unclosed_at_end"
@@ -37,7 +44,6 @@ _ATTR_MESSAGES = {
     attr_reasons.ATTRIBUTE_MISSING_NAME: "a value has no attribute name before it; ignored",
     attr_reasons.ATTRIBUTE_MISSING_VALUE: "an attribute has '=' but no value; taken as ''",
 }
-
 
 
 class Parser:
@@ -67,116 +73,160 @@ class Parser:
         self.closes = array("q")  # output offset of the tag that closed it, or -1
         self.log: list[tuple[str, int, str, str | None]] = []  # Recovery fields
         self._names = _name_table(config)
+        self.copy_from = 0  # input offset of the first character not yet emitted
+        self._recovery: dict[str, str] = {}  # config.recovery_strategy, remembered per tag
 
     def run(self) -> Columns:
         """Consume the whole document and return its spans and recovery log."""
-        handlers = {TEXT: self._text, CDATA: self._cdata, START: self._start, END: self._end}
-        for token in tokenize(self.source, self.config.backslash_escapes):
-            handlers[token.kind](token)
+        source = self.source
+        pattern = markup_pattern(self.config.backslash_escapes)
+        pos = 0
+        while pos is not None:
+            pos = self._scan(pattern, pos)
+        self._emit(source[self.copy_from :])
         if self.open >= 0:
             self._close_unclosed(UNCLOSED_AT_END, None)
         return self._resolve("".join(self.pieces))
 
-    # -- tokens ------------------------------------------------------------------------
+    def _scan(self, pattern: re.Pattern[str], pos: int) -> int | None:
+        """Handle the markup from ``pos``; return where to resume after a CDATA block,
+        or None at the end of the document.
 
-    def _text(self, token: Token) -> None:
-        self._emit(token.text)
+        Text between pieces of markup, and markup that stays literal text, is not copied
+        piece by piece: ``source[copy_from:]`` is the stretch still to be emitted, flushed
+        (by :meth:`_flush`) only before something that needs the output length or drops
+        input. A run of passthrough tags thus costs one dictionary look-up each.
+        """
+        source = self.source
+        config = self.config
+        names = self._names
+        fold = not config.case_sensitive_tags
+        mode = config.unknown_mode
+        autoclose = config.autoclose_on_any_tag
+        for m in pattern.finditer(source, pos):
+            kind = m.lastindex
+            if kind == TAG:
+                name = m[3]
+                key = name.lower() if fold else name
+                tag = key if names is None else names.get(key)
+                if tag is not None:
+                    if m[2]:
+                        self._end(m, tag, name)
+                    else:
+                        self._start(m, tag, name)
+                elif mode == "passthrough":  # the tag stays in the text
+                    if autoclose and (self.open >= 0 or self.waiting):
+                        self._flush(m.start())
+                        self._next_tag(m.start())
+                elif mode == "strip":
+                    self._strip(m)
+                # treat_as_text: the tag stays in the text and closes nothing
+            elif kind == CDATA:
+                self._flush(m.start())
+                text, end, terminated = cdata_block(source, m.end())
+                if not terminated:
+                    self._log(
+                        CDATA_UNTERMINATED,
+                        m.start(),
+                        None,
+                        "CDATA block has no ']]>'; it runs to the end of the document",
+                    )
+                self._emit(text)
+                self.copy_from = end
+                return end if end < len(source) else None
+            else:  # an escape: drop the backslash, keep the character after it as text
+                self._flush(m.start())
+                self.copy_from = m.start() + 1
+        return None
 
-    def _cdata(self, token: Token) -> None:
-        if not token.terminated:
-            self._log(
-                CDATA_UNTERMINATED,
-                token.start,
-                None,
-                "CDATA block has no ']]>'; it runs to the end of the document",
-            )
-        self._emit(token.text)
+    # -- markup ------------------------------------------------------------------------
 
-    def _start(self, token: Token) -> None:
-        tag = self._recognise(token.name)
-        if tag is None:
-            self._unknown(token)
-            return
-        self._next_tag(token.start)
+    def _start(self, m: re.Match[str], tag: str, name: str) -> None:
+        start, end = m.span()
+        if start > self.copy_from:  # _flush and _next_tag inlined: once per tag
+            self._emit(self.source[self.copy_from : start])
+        self.copy_from = end
+        if self.open >= 0:
+            self._close_unclosed(AUTOCLOSED, start)
+        if self.waiting:
+            self._wake(self.length)
         config = self.config
         attrs: dict[str, Any] = {}
         reasons: tuple[str, ...] = ()
-        if token.body_end > token.body_start:  # most tags have no attribute text at all
-            body = self.source[token.body_start : token.body_end]
+        body = m[4]
+        length = self_closing_length(body) if body else -1
+        self_closing = length >= 0
+        if self_closing:
+            body = body[:length]
+        if body:  # most tags have no attribute text at all
             attrs, found = parse_attrs(body, config.duplicate_attribute_policy)
             for reason in found:
                 message = _ATTR_MESSAGES[reason].format(policy=config.duplicate_attribute_policy)
-                self._log(reason, token.start, tag, f"<{token.name}>: {message}")
+                self._log(reason, start, tag, f"<{name}>: {message}")
             reasons = tuple(found)
-        if token.self_closing:
+        if self_closing:
             strategy = config.self_closing(tag)
         else:
-            strategy = config.recovery_strategy(tag)
+            strategy = self._recovery.get(tag) or self._recovery.setdefault(
+                tag, config.recovery_strategy(tag)
+            )
         tag_id = len(self.names)
         self.names.append(tag)
         self.attrs.append(attrs)
         self.strategies.append(strategy)
         self.reasons.append(reasons)
         self.unclosed.append(None)
-        self.src_starts.append(token.start)
-        self.src_ends.append(token.end)
-        self.positions.append(self.length)
-        self.retro_starts.append(max(self.line_start, self.anchor))
+        self.src_starts.append(start)
+        self.src_ends.append(end)
+        position, line_start, anchor = self.length, self.line_start, self.anchor
+        self.positions.append(position)
+        self.retro_starts.append(line_start if line_start > anchor else anchor)
         self.end_tags.append(-1)
         self.closes.append(-1)
-        if not token.self_closing:
+        if not self_closing:
             self.open = tag_id
         elif strategy == "forward_until_tag":
             self.waiting.append(tag_id)
         self.anchor = self.length
 
-    def _end(self, token: Token) -> None:
-        tag = self._recognise(token.name)
-        if tag is None:
-            self._unknown(token)
-            return
+    def _end(self, m: re.Match[str], tag: str, name: str) -> None:
+        start, end = m.span()
+        self._flush(start)
+        self.copy_from = end
         self.anchor = self.length
         if self.open >= 0 and self.names[self.open] == tag:
             self.end_tags[self.open] = self.length
             self.open = -1
             self._wake(self.length)
             return
-        self._next_tag(token.start)  # a stray closer is still a tag: it ends what is open
+        self._next_tag(start)  # a stray closer is still a tag: it ends what is open
         if self.config.stray_end_tag_policy == "drop":
-            self._log(
-                STRAY_END_TAG_DROPPED,
-                token.start,
-                tag,
-                f"</{token.name}> closes no open tag; dropped",
-            )
+            self._log(STRAY_END_TAG_DROPPED, start, tag, f"</{name}> closes no open tag; dropped")
         else:
-            self._log(
-                STRAY_END_TAG_KEPT,
-                token.start,
-                tag,
-                f"</{token.name}> closes no open tag; kept as text",
-            )
-            self._emit(self.source[token.start : token.end])
+            self._log(STRAY_END_TAG_KEPT, start, tag, f"</{name}> closes no open tag; kept as text")
+            self.copy_from = start
 
-    def _unknown(self, token: Token) -> None:
-        raw = self.source[token.start : token.end]
-        mode = self.config.unknown_mode
-        if mode == "treat_as_text":
-            self._emit(raw)
-            return
+    def _strip(self, m: re.Match[str]) -> None:
+        """An unrecognised tag under ``unknown_mode="strip"``: its markup is removed."""
+        start = m.start()
+        self._flush(start)
+        self.copy_from = m.end()
         if self.config.autoclose_on_any_tag:
-            self._next_tag(token.start)
-        if mode == "passthrough":
-            self._emit(raw)
-        else:
-            self._log(
-                UNKNOWN_TAG_STRIPPED,
-                token.start,
-                None,
-                f"{raw[:40]!r} is not a recognised tag; its markup was removed",
-            )
+            self._next_tag(start)
+        self._log(
+            UNKNOWN_TAG_STRIPPED,
+            start,
+            None,
+            f"{m[0][:40]!r} is not a recognised tag; its markup was removed",
+        )
 
     # -- state -------------------------------------------------------------------------
+
+    def _flush(self, upto: int) -> None:
+        """Emit the input not yet copied, up to ``upto``."""
+        if upto > self.copy_from:
+            self._emit(self.source[self.copy_from : upto])
+        self.copy_from = upto
 
     def _emit(self, text: str) -> None:
         newline = text.rfind("\n")
@@ -205,19 +255,16 @@ class Parser:
         self.unclosed[tag_id] = reason
         tag = self.names[tag_id]
         where = f"before the next tag at {source_pos}" if source_pos is not None else "at all"
-        self._log(
-            reason,
-            self.src_starts[tag_id],
-            tag,
-            f"<{tag}> is not closed {where}; its span was chosen by "
-            f"the {self.strategies[tag_id]} strategy",
+        position = self.src_starts[tag_id]
+        self.log.append(
+            (
+                reason,
+                position,
+                f"<{tag}> is not closed {where}; its span was chosen by the "
+                f"{self.strategies[tag_id]} strategy (offset {position})",
+                tag,
+            )
         )
-
-    def _recognise(self, name: str) -> str | None:
-        key = name if self.config.case_sensitive_tags else name.lower()
-        if self._names is None:
-            return key
-        return self._names.get(key)
 
     def _log(self, reason: str, position: int, tag: str | None, message: str) -> None:
         self.log.append((reason, position, f"{message} (offset {position})", tag))

@@ -1,111 +1,63 @@
-"""Split a KindaXML document into text, tag and CDATA tokens in one left-to-right pass.
+"""The lexical grammar of KindaXML: tags, CDATA blocks and backslash escapes.
+
+One compiled pattern finds every piece of markup; whatever lies between two pieces is text,
+so the regex engine, not Python, walks over text and over each ``<`` that starts no tag.
 
 A tag is ``<`` (or ``</``) and a name, running to the first ``>``. If a ``<`` or a newline
 comes before that ``>``, the ``<`` was not a tag and stays text: this bounds every tag to
 one line, so a stray ``<`` or an unclosed quote can never swallow the rest of the document
 (spec §6.1). A quote inside a tag therefore never hides a ``>``; an open quote simply ends
-where the tag does. Each character is examined a bounded number of times, so the pass is
-linear in the length of the input.
+where the tag does. The name and the attribute text are matched possessively and stop at
+the next ``<``, so a failed attempt reads no further than where the next attempt starts and
+the pass stays linear in the length of the input.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 from toolcodec.kindaxml.config import TAG_NAME
-
-TEXT = "text"
-START = "start"
-END = "end"
-CDATA = "cdata"
 
 CDATA_OPEN = "<![CDATA["
 CDATA_CLOSE = "]]>"
 
-_SPECIAL = re.compile(r"<")
-_SPECIAL_WITH_ESCAPES = re.compile(r"[<\\]")
-_TAG_STOP = re.compile(r"[<>\n]")
+# ``match.lastindex`` tells the kinds apart: it is the outermost group that matched.
+TAG = 1  # groups 2, 3, 4: "/" for an end tag (else ""), the name, the attribute text
+CDATA = 5  # a block's opener; see cdata_block for the rest
+ESCAPE = 6  # "\<" or "\>" (spec §7.3): the character after the backslash is text
+
+_NAME = TAG_NAME.pattern + "+"  # possessive: the attribute text cannot start mid-name
+_TAG_REST = rf"(/?)({_NAME})([^<>\n]*+)>"  # a tag after its "<"
+_CDATA_REST = re.escape(CDATA_OPEN[1:])
+# Each pattern starts with a literal or a one-class prefix, which the regex engine finds
+# with a fast search over the text in between (an alternation of groups is tried at every
+# position instead, about 100 times slower on text with no markup).
+MARKUP = re.compile(rf"<(?:({_TAG_REST})|({_CDATA_REST}))")
+MARKUP_WITH_ESCAPES = re.compile(rf"[<\\](?:(?<=<)(?:({_TAG_REST})|({_CDATA_REST}))|(?<=\\)([<>]))")
 
 
-@dataclass(slots=True)
-class Token:
-    """One piece of the input. ``start``/``end`` locate its raw form in the source.
+def markup_pattern(backslash_escapes: bool) -> re.Pattern[str]:
+    """The pattern whose matches are the markup of a document, in order."""
+    return MARKUP_WITH_ESCAPES if backslash_escapes else MARKUP
 
-    ``text`` is the literal text of a text or CDATA token (for CDATA, without the
-    delimiters). Tags carry ``name`` and the ``[body_start, body_end)`` range of their
-    attribute text; ``self_closing`` marks ``<name .../>``. ``terminated`` is False for a
-    CDATA block that ran to the end of the document.
+
+def cdata_block(source: str, opener_end: int) -> tuple[str, int, bool]:
+    """Read the CDATA block whose opener ends at ``opener_end``.
+
+    Returns its text (without the delimiters), the input offset just after the block, and
+    whether ``]]>`` closed it: an unterminated block runs to the end of the document
+    (spec §7.2).
     """
-
-    kind: str
-    start: int
-    end: int
-    text: str = ""
-    name: str = ""
-    body_start: int = 0
-    body_end: int = 0
-    self_closing: bool = False
-    terminated: bool = True
+    close = source.find(CDATA_CLOSE, opener_end)
+    if close < 0:
+        return source[opener_end:], len(source), False
+    return source[opener_end:close], close + len(CDATA_CLOSE), True
 
 
-def tokenize(source: str, backslash_escapes: bool = False) -> Iterator[Token]:
-    """Yield the tokens of ``source`` in order; their raw forms tile the whole input."""
-    special = _SPECIAL_WITH_ESCAPES if backslash_escapes else _SPECIAL
-    pos = text_start = 0
-    while (m := special.search(source, pos)) is not None:
-        i = m.start()
-        if source[i] == "\\":
-            if source[i + 1 : i + 2] in ("<", ">"):
-                if i > text_start:
-                    yield Token(TEXT, text_start, i, source[text_start:i])
-                yield Token(TEXT, i, i + 2, source[i + 1])
-                pos = text_start = i + 2
-            else:
-                pos = i + 1
-            continue
-        token = scan_markup(source, i)
-        if token is None:  # a literal "<": keep it in the current text run
-            pos = i + 1
-            continue
-        if i > text_start:
-            yield Token(TEXT, text_start, i, source[text_start:i])
-        yield token
-        pos = text_start = token.end
-    if text_start < len(source):
-        yield Token(TEXT, text_start, len(source), source[text_start:])
+def self_closing_length(body: str) -> int:
+    """Length of a start tag's attribute text without its closing ``/``, or -1 if none.
 
-
-def scan_markup(source: str, i: int) -> Token | None:
-    """Read the CDATA block or tag starting at ``source[i] == "<"``, or None if it is text."""
-    if source.startswith(CDATA_OPEN, i):
-        body = i + len(CDATA_OPEN)
-        close = source.find(CDATA_CLOSE, body)
-        if close < 0:  # spec §7.2: an unterminated block runs to the end of the document
-            return Token(CDATA, i, len(source), source[body:], terminated=False)
-        return Token(CDATA, i, close + len(CDATA_CLOSE), source[body:close])
-    closing = source.startswith("</", i)
-    name = TAG_NAME.match(source, i + 2 if closing else i + 1)
-    if name is None:
-        return None
-    stop = _TAG_STOP.search(source, name.end())
-    if stop is None or source[stop.start()] != ">":
-        return None
-    gt = stop.start()
-    body_start, body_end = name.end(), gt
-    self_closing = False
-    if not closing:
-        last = source[body_start:gt].rstrip()
-        if last.endswith("/"):
-            self_closing = True
-            body_end = body_start + len(last) - 1
-    return Token(
-        END if closing else START,
-        i,
-        gt + 1,
-        name=name.group(),
-        body_start=body_start,
-        body_end=body_end,
-        self_closing=self_closing,
-    )
+    ``<name .../>`` is self-closing: its attribute text, right-stripped, ends with ``/``.
+    """
+    last = body.rstrip()
+    return len(last) - 1 if last.endswith("/") else -1
