@@ -102,3 +102,14 @@ def start_rq_worker(
     yield start
     for group in started:
         group.stop()
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    """The STAND-IN for a model server (no model runs here): recorded outputs over real HTTP/SSE
+    (``tests/upstream_standin.py``), one per test module."""
+    from tests.upstream_standin import Standin
+
+    standin = Standin().start()
+    yield standin
+    standin.stop()

@@ -28,17 +28,10 @@ from toolcodec.pool.proxy.settings import ModelSettings
 from toolcodec.toolcodec import ToolCallCodec
 
 from tests.serve_process import ServeProcess
-from tests.upstream_standin import CASES, Standin, pieces
+from tests.upstream_standin import CASES, TOOLS, pieces
 
 CONFIG = Path(__file__).resolve().parent / "data" / "proxy_models.toml"
 MODELS = ModelSettings.load(str(CONFIG))
-TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-        "required": ["city"]}}},
-    {"type": "function", "function": {"name": "search_files", "parameters": {
-        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
-]
 ROWS = [row for row in CASES.values() if row.get("format")]
 IDS = [row["name"] for row in ROWS]
 
@@ -127,13 +120,6 @@ def test_pool_stream_rq_backend(redis_server, start_rq_worker, queue_name) -> No
 
 
 # -- over HTTP: /v1/decode and the proxy ----------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    standin = Standin().start()
-    yield standin
-    standin.stop()
 
 
 @pytest.fixture(scope="module")

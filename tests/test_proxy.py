@@ -14,22 +14,7 @@ import openai
 import pytest
 
 from tests.serve_process import ServeProcess
-from tests.upstream_standin import CASES, Standin
-
-TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-        "required": ["city"]}}},
-    {"type": "function", "function": {"name": "search_files", "parameters": {
-        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
-]
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    standin = Standin().start()
-    yield standin
-    standin.stop()
+from tests.upstream_standin import CASES, TOOLS
 
 
 @pytest.fixture(scope="module")

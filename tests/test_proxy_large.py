@@ -16,19 +16,11 @@ import pytest
 from toolcodec.limits import DEFAULT_LIMITS
 
 from tests.serve_process import ServeProcess
-from tests.upstream_standin import Standin
 
 TOOLS = [{"type": "function", "function": {"name": "write_file", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}, "text": {"type": "string"}},
     "required": ["path", "text"]}}}]
 MAX_BODY = 8_500_000  # above the codec's max_chars, under the pool's max_payload_chars
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    standin = Standin().start()
-    yield standin
-    standin.stop()
 
 
 @pytest.fixture(scope="module")

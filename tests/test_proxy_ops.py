@@ -14,24 +14,10 @@ import pytest
 import toolcodec as codec
 
 from tests.serve_process import ServeProcess
-from tests.upstream_standin import CASES, Standin
+from tests.upstream_standin import CASES, TOOLS
 
 # What a decode job that could not decode says, and the reason the proxy counts it under.
 UNDECODED = {"rejected": "overload", "timeout": "timeout"}
-TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-        "required": ["city"]}}},
-    {"type": "function", "function": {"name": "search_files", "parameters": {
-        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
-]
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    standin = Standin().start()
-    yield standin
-    standin.stop()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from toolcodec.pool.proxy.settings import PRESETS, ModelSettings, SettingsError,
 from toolcodec.toolcodec import ToolCallCodec
 
 from tests.serve_process import ServeProcess
-from tests.upstream_standin import CASES, Standin
+from tests.upstream_standin import CASES
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
@@ -129,13 +129,6 @@ def test_pool_stream_takes_a_preset(tmp_path) -> None:
 
 
 # -- over HTTP ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    standin = Standin().start()
-    yield standin
-    standin.stop()
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,14 @@ RECORDED = Path(__file__).resolve().parent / "data" / "recorded_outputs.jsonl"
 CASES: dict[str, dict[str, Any]] = {
     row["name"]: row for row in map(orjson.loads, RECORDED.read_bytes().splitlines()) if row}
 MODEL = "standin-model"
+# The tools the recorded outputs call, as a chat client sends them.
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"]}}},
+    {"type": "function", "function": {"name": "search_files", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
+]
 CREATED = 1_700_000_000
 FINGERPRINT = "fp_standin"
 
