@@ -237,18 +237,26 @@ class ChatProxy:
 
     # -- whole answers ----------------------------------------------------------------------
 
-    async def complete(self, body: dict[str, Any], headers: dict[str, str]
-                       ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        """A non-streaming completion: (status, JSON body, extra response headers)."""
+    def _prepared(self, body: dict[str, Any], *, stream: bool
+                  ) -> tuple[Prepared, None] | tuple[None, tuple[int, dict[str, Any], dict]]:
+        """The request made ready for upstream, or the 400 that answers it (counted)."""
         try:
             prepared = prepare(body, self.models)
         except SettingsError as exc:
-            self.metrics.count(False, "bad_request")
-            return 400, _bad_request(str(exc)), {}
-        problem = _tools_problem(prepared)
-        if problem is not None:
-            self.metrics.count(False, "bad_request")
-            return 400, _bad_request(problem), {}
+            problem: str | None = str(exc)
+        else:
+            problem = _tools_problem(prepared)
+            if problem is None:
+                return prepared, None
+        self.metrics.count(stream, "bad_request")
+        return None, (400, _bad_request(problem), {})
+
+    async def complete(self, body: dict[str, Any], headers: dict[str, str]
+                       ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """A non-streaming completion: (status, JSON body, extra response headers)."""
+        prepared, refused = self._prepared(body, stream=False)
+        if refused is not None:
+            return refused
         try:
             async with asyncio.timeout(self.config.deadline):
                 answer = await self._post(prepared, headers)
@@ -311,15 +319,9 @@ class ChatProxy:
     async def stream(self, body: dict[str, Any], headers: dict[str, str]
                      ) -> tuple[int, Any, dict[str, str]]:
         """Open the upstream stream: (200, the ``Relay``, {}) or (status, error body, headers)."""
-        try:
-            prepared = prepare(body, self.models)
-        except SettingsError as exc:
-            self.metrics.count(True, "bad_request")
-            return 400, _bad_request(str(exc)), {}
-        problem = _tools_problem(prepared)
-        if problem is not None:
-            self.metrics.count(True, "bad_request")
-            return 400, _bad_request(problem), {}
+        prepared, refused = self._prepared(body, stream=True)
+        if refused is not None:
+            return refused
         client = self.client  # one of the pools, for both the request and its sending
         request = client.build_request("POST", f"{self.config.base}/chat/completions",
                                        json=self.upstream_body(prepared.upstream),
