@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Protocol
 
 import orjson
@@ -47,7 +47,7 @@ from toolcodec.formats.reasoning import BY_OPENER, FRAMING, REASONING_FORMATS
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
 from toolcodec.normalize import replace_surrogates, replace_surrogates_in
-from toolcodec.opener_scan import find_opener, prefilter
+from toolcodec.opener_scan import OpenerSearch, prefilter
 from toolcodec.regex_trie import trie_pattern
 from toolcodec.result import clean_call
 from toolcodec.textjson import call_pairs
@@ -124,18 +124,64 @@ _PY_STRUCT = re.compile(r'["\'{}\[\]]')
 
 @dataclass(frozen=True)
 class Openers:
-    """What starts a block, for one tool set and set of formats."""
+    """What starts a block, for one tool set and set of formats.
 
-    pattern: Any  # a ``regex`` pattern with partial matching
-    markers: dict[str, MarkerFormat]  # opener token -> its format
-    ends: dict[str, Any]  # opener token -> the pattern of what ends its block
+    The openers are one alternation, compiled in two parts: what no tool name appears in
+    (``shared``: reasoning, envelope tags, marker tokens, JSON), compiled once per set of
+    formats and shared by every codec with those formats, and the few alternatives built from
+    the tool names (``named``: ``<NAME …>`` tags, ``[NAME(`` and bare calls), compiled per
+    tool set. ``toolcodec.opener_scan.OpenerSearch`` searches both and answers what the one
+    alternation (``pattern``, shared alternatives first) would."""
+
+    shared: Any  # _SharedOpeners for the formats
     # tool -> its declared parameters, which a bare call's elements may name
     parameters: dict[str, frozenset[str]] = field(default_factory=dict)
-    first: Any = None  # where ``pattern`` may match (``toolcodec.opener_scan``)
-    # (pattern, first) without the JSON, fence and Python-call candidates: once a stretch of
-    # prose has used up its MAX_CANDIDATES, those are text, and trying each one cost more
-    # than a microsecond (a run of code fences)
-    blocks_only: tuple[Any, Any] | None = None
+    named: tuple[Any, Any] | None = None  # (pattern, its prefilter); None without names
+    # ``named`` without ``[NAME(`` (the ``blocks_only`` search)
+    named_blocks: tuple[Any, Any] | None = None
+    named_sources: tuple[str, str] = ("", "")  # the sources of named and named_blocks
+
+    @property
+    def markers(self) -> dict[str, MarkerFormat]:
+        """Opener token -> its format."""
+        return self.shared.markers
+
+    @property
+    def ends(self) -> dict[str, Any]:
+        """Opener token -> the pattern of what ends its block."""
+        return self.shared.ends
+
+    def searched(self, blocks_only: bool) -> tuple[tuple[Any, Any], tuple[Any, Any] | None]:
+        """The (pattern, prefilter) pairs to search: all the openers, or, with *blocks_only*,
+        those without the JSON, fence and Python-call candidates (once a stretch of prose has
+        used up its MAX_CANDIDATES, those are text, and trying each one cost more than a
+        microsecond: a run of code fences)."""
+        if blocks_only:
+            return self.shared.blocks, self.named_blocks
+        return self.shared.all, self.named
+
+    @cached_property
+    def pattern(self) -> Any:
+        """The openers as one alternation: what the split search answers (for tests)."""
+        return regex.compile("|".join(p for p in (self.shared.sources[0],
+                                                  self.named_sources[0]) if p))
+
+    @cached_property
+    def blocks_pattern(self) -> Any:
+        """``pattern`` without the JSON, fence and Python-call candidates (for tests)."""
+        return regex.compile("|".join(p for p in (self.shared.sources[1],
+                                                  self.named_sources[1]) if p))
+
+
+@dataclass(frozen=True)
+class _SharedOpeners:
+    """The openers no tool name appears in, for one set of formats."""
+
+    all: tuple[Any, Any]  # (pattern, its prefilter)
+    blocks: tuple[Any, Any]  # the same without the JSON and fence candidates
+    sources: tuple[str, str]
+    markers: dict[str, MarkerFormat]
+    ends: dict[str, Any]
 
 
 def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None,
@@ -144,7 +190,43 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
     pythonic calls; with ``parameters``, a tool's name alone on its line followed by one of
     its parameters' tags opens a bare call) and for the enabled formats (all for None)."""
     names = sorted({n for n in tool_names if n}, key=len, reverse=True)
-    on = (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
+    on = _enabled(formats)
+    parts, blocks, literals = [], [], []
+    if names:
+        alt = trie_pattern(names)
+        if on("tool_tag", "yaml_tag"):
+            parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
+            blocks.append(parts[-1])
+            literals = [f"<{n}" for n in names]
+        if on("pythonic"):
+            parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
+    bare = _bare_openers(names, parameters or {}) if names else ""
+    bare_on = bool(bare and on("tool_tag"))
+    if bare_on:
+        parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
+        blocks.append(parts[-1])
+    bare_names = names if bare_on else []
+    named = named_blocks = None
+    if parts:
+        named = (regex.compile("|".join(parts)),
+                 prefilter(literals, "(?!)", names if on("pythonic") else [], bare_names))
+    if blocks:
+        named_blocks = (regex.compile("|".join(blocks)),
+                        prefilter(literals, "(?!)", [], bare_names))
+    return Openers(_shared_openers(formats),
+                   {name: frozenset(params) for name, params in (parameters or {}).items()},
+                   named, named_blocks, ("|".join(parts), "|".join(blocks)))
+
+
+def _enabled(formats: frozenset[str] | None) -> Any:
+    return (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
+
+
+@lru_cache(maxsize=64)
+def _shared_openers(formats: frozenset[str] | None) -> _SharedOpeners:
+    """The openers no tool name appears in: compiled once per set of formats (the bulk of
+    what a new tool set cost: a few milliseconds)."""
+    on = _enabled(formats)
     parts = []
     fixed = [t for t, ids in (("tool_call", ("hermes", "qwen_xml", "glm")),
                               ("tool", ("tool_element",))) if on(*ids)]
@@ -173,42 +255,19 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
              if start_tokens else "")
     if start:
         parts.append(start)
-    if names:
-        alt = trie_pattern(names)
-        if on("tool_tag", "yaml_tag"):
-            parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
-        if on("pythonic"):
-            parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
-    bare = _bare_openers(names, parameters or {}) if names else ""
-    if bare and on("tool_tag"):
-        parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
-    bare_on = bool(bare and on("tool_tag"))
-    blocks = [p for i, p in enumerate(parts) if not (
-        i == candidates and on("json") or p.startswith("(?P<pycall>"))]
+    blocks = [p for i, p in enumerate(parts) if not (i == candidates and on("json"))]
     # Every alternative's literal head, for the prefilter (``toolcodec.opener_scan``).
     literals = ([f"<{t}" for t in _TAG_ROWS] + [f"<{t}" for t in fixed] + tokens + framing
-                + anywhere + (["<function="] if on("qwen_xml") else [])
-                + ([f"<{n}" for n in names] if on("tool_tag", "yaml_tag") else []))
+                + anywhere + (["<function="] if on("qwen_xml") else []))
     heads = [regex.sub(r"\(\?P<\w+>", "(?:", start)] if start else []
-    return Openers(regex.compile("|".join(parts)), markers,
-                   {t: _end_pattern(f) for t, f in markers.items()},
-                   {name: frozenset(params) for name, params in (parameters or {}).items()},
-                   _prefilter(names, literals, heads, on, bare_on),
-                   (regex.compile("|".join(blocks)),
-                    _prefilter(names, literals, heads, on, bare_on, candidates=False)))
-
-
-def _prefilter(names: list[str], literals: list[str], heads: list[str], on: Any, bare: bool,
-               candidates: bool = True) -> Any:
-    """Where one of ``compile_openers``'s alternatives may start (``toolcodec.opener_scan``):
-    each alternative's literal head, the openers read only at the start (*heads*), bare calls
-    and, with *candidates*, the JSON and fence openers and ``[NAME(``."""
     # The JSON and fence openers as they are (named groups unnamed): cheap on their own.
     json_opener = regex.sub(r"\(\?P<\w+>", "(?:", _JSON_OPENER) if on("json") else "(?!)"
-    if not candidates:
-        return prefilter(literals, "(?!)", [], names if bare else [], heads)
-    return prefilter(literals, json_opener, names if on("pythonic") else [],
-                     names if bare else [], heads)
+    source, blocks_source = "|".join(parts), "|".join(blocks)
+    return _SharedOpeners(
+        (regex.compile(source), prefilter(literals, json_opener, [], [], heads)),
+        (regex.compile(blocks_source), prefilter(literals, "(?!)", [], [], heads)),
+        (source, blocks_source), markers,
+        {t: _end_pattern(f) for t, f in markers.items()})
 
 
 def _line_call(text: str, start: int, stop: int, openers: tuple[str, ...],
@@ -369,6 +428,7 @@ class Engine:
     # "length", a block the end of the text cut off is never completed into a call.
     finish_reason: str | None = None
     cut_rest: Block | None = None  # the cut part of a section whose first calls are decoding
+    search: OpenerSearch = field(default_factory=OpenerSearch)  # the openers' search
 
     # -- feeding ------------------------------------------------------------------------------
 
@@ -441,10 +501,8 @@ class Engine:
                 return
 
     def _in_free(self, final: bool) -> bool:
-        openers = self.codec._openers
-        pattern, first = (openers.pattern, openers.first) if self.tries < MAX_CANDIDATES \
-            or openers.blocks_only is None else openers.blocks_only
-        m = find_opener(pattern, first, self.text, self.pos, not final)
+        shared, named = self.codec._openers.searched(self.tries >= MAX_CANDIDATES)
+        m = self.search.find(shared, named, self.text, self.pos, not final)
         if m is None or m.partial:
             stop = len(self.text) if m is None else m.start()
             self._free_text(self.pos, stop, final, at_end=True)

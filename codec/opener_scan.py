@@ -8,6 +8,10 @@ tokens, ``<think``, ``<NAME`` of each tool, ...) as one prefix tree, beside the 
 full pattern only where the prefilter matched. The prefilter matches wherever the pattern
 does (fully or, at the end of the text, partially), so `find_opener` answers exactly what
 ``pattern.search`` does (``tests/test_worst_case_inputs.py`` holds it to that).
+
+The openers are compiled in two parts (``toolcodec.engine.Openers``): one shared by every tool
+set, one with the tool names. `OpenerSearch` searches both and answers what the search of
+their alternation, shared part first, answers.
 """
 
 from __future__ import annotations
@@ -52,3 +56,43 @@ def find_opener(pattern: Any, first: Any, text: str, pos: int, partial: bool) ->
             return m
         pos = hint.start() + 1
 
+
+
+class OpenerSearch:
+    """The search of two patterns as if they were one alternation, *shared* first.
+
+    ``regex`` searching with ``partial=True`` prefers a full match anywhere to a partial one,
+    and among full matches the leftmost (at one position, the first alternative); so does
+    `find`, from each part's own answer. The named part's answer is kept: it holds for every
+    later search of the same text, in the same mode, from a position up to where it matched,
+    so a text with many shared openers and no named one is scanned for names once, not once
+    per opener. One search serves one text that only grows (an engine's), and keeps its
+    length, not the text: a second reference would make each append copy it."""
+
+    __slots__ = ("_named",)
+
+    def __init__(self) -> None:
+        # (pattern, length of the text, partial, searched from, its answer)
+        self._named: tuple[Any, int, bool, int, Any] | None = None
+
+    def find(self, shared: tuple[Any, Any], named: tuple[Any, Any] | None, text: str,
+             pos: int, partial: bool) -> Any:
+        """The first opener at or past *pos*: *shared* and *named* are (pattern, prefilter)."""
+        a = find_opener(shared[0], shared[1], text, pos, partial)
+        if named is None or (a is not None and not a.partial and a.start() == pos):
+            return a  # nothing starts before pos, and the shared part wins a tie
+        b = self._named_search(named, text, pos, partial)
+        if a is None or b is None:
+            return b if a is None else a
+        if a.partial != b.partial:
+            return b if a.partial else a
+        return b if b.start() < a.start() else a
+
+    def _named_search(self, named: tuple[Any, Any], text: str, pos: int, partial: bool) -> Any:
+        kept = self._named
+        if kept is not None and kept[:3] == (named[0], len(text), partial) and kept[3] <= pos \
+                and (kept[4] is None or pos <= kept[4].start()):
+            return kept[4]
+        m = find_opener(named[0], named[1], text, pos, partial)
+        self._named = (named[0], len(text), partial, pos, m)
+        return m
