@@ -47,7 +47,7 @@ from toolcodec.formats.reasoning import BY_OPENER, FRAMING, REASONING_FORMATS
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
 from toolcodec.normalize import replace_surrogates, replace_surrogates_in
-from toolcodec.opener_scan import OpenerSearch, prefilter
+from toolcodec.opener_scan import LazyPattern, OpenerSearch, prefilter, prefilter_source
 from toolcodec.regex_trie import trie_pattern
 from toolcodec.result import clean_call
 from toolcodec.textjson import call_pairs
@@ -208,11 +208,15 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
     bare_names = names if bare_on else []
     named = named_blocks = None
     if parts:
-        named = (regex.compile("|".join(parts)),
-                 prefilter(literals, "(?!)", names if on("pythonic") else [], bare_names))
+        # Compiled only where the prefilter finds a tool name (``LazyPattern``).
+        named = (LazyPattern("|".join(parts)), prefilter(
+            literals, "(?!)", names if on("pythonic") else [], bare_names))
     if blocks:
-        named_blocks = (regex.compile("|".join(blocks)),
-                        prefilter(literals, "(?!)", [], bare_names))
+        # The prefilter without ``[NAME(`` never stops where only a Python call could start
+        # (a "["), so the pattern with one serves, unless a name itself starts with "[".
+        shares = named is not None and not any(n.startswith("[") for n in names)
+        named_blocks = (named[0] if shares else LazyPattern("|".join(blocks)),
+                        LazyPattern(prefilter_source(literals, "(?!)", [], bare_names)))
     return Openers(_shared_openers(formats),
                    {name: frozenset(params) for name, params in (parameters or {}).items()},
                    named, named_blocks, ("|".join(parts), "|".join(blocks)))

@@ -28,6 +28,12 @@ _JSON_KEYS = ("name", "function", "tool_calls", "type", "arguments", "parameters
 
 def prefilter(literals: Iterable[str], json_opener: str, call_names: Iterable[str],
               bare_names: Iterable[str], heads: Iterable[str] = ()) -> Any:
+    """`prefilter_source`, compiled."""
+    return regex.compile(prefilter_source(literals, json_opener, call_names, bare_names, heads))
+
+
+def prefilter_source(literals: Iterable[str], json_opener: str, call_names: Iterable[str],
+                     bare_names: Iterable[str], heads: Iterable[str] = ()) -> str:
     """Where an opener may start: one of the *literals* (marker tokens, ``<think``,
     ``<function=``, ``<NAME`` of each tool, ...), the *json_opener* pattern (JSON and code
     fences), ``[NAME(`` for one of *call_names* (a Python call), or one of *bare_names* (or
@@ -41,7 +47,7 @@ def prefilter(literals: Iterable[str], json_opener: str, call_names: Iterable[st
         alts.append(r"\[" + _WS + "(?:" + trie_pattern(call_names) + r")[ \t]{0,4}\(")
     if bare_names:
         alts.append(r"(?<=(?:^|\n)[ \t]{0,16})<?(?:" + trie_pattern(bare_names) + ")")
-    return regex.compile("|".join(f"(?:{a})" for a in alts))
+    return "|".join(f"(?:{a})" for a in alts)
 
 
 def find_opener(pattern: Any, first: Any, text: str, pos: int, partial: bool) -> Any:
@@ -58,6 +64,31 @@ def find_opener(pattern: Any, first: Any, text: str, pos: int, partial: bool) ->
 
 
 
+class LazyPattern:
+    """A ``regex`` pattern compiled when first used: the tool-name openers of a new tool set
+    cost milliseconds to compile (the ``regex`` parser is Python), and most outputs never
+    show a tool name where one of them could start, so their prefilter never calls for them.
+    Two threads may both compile it; either result serves."""
+
+    __slots__ = ("source", "_compiled")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._compiled: Any = None
+
+    @property
+    def compiled(self) -> Any:
+        if self._compiled is None:
+            self._compiled = regex.compile(self.source)
+        return self._compiled
+
+    def match(self, *args: Any, **kwargs: Any) -> Any:
+        return self.compiled.match(*args, **kwargs)
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        return self.compiled.search(*args, **kwargs)
+
+
 class OpenerSearch:
     """The search of two patterns as if they were one alternation, *shared* first.
 
@@ -72,7 +103,7 @@ class OpenerSearch:
     __slots__ = ("_named",)
 
     def __init__(self) -> None:
-        # (pattern, length of the text, partial, searched from, its answer)
+        # (named, length of the text, partial, searched from, its answer)
         self._named: tuple[Any, int, bool, int, Any] | None = None
 
     def find(self, shared: tuple[Any, Any], named: tuple[Any, Any] | None, text: str,
@@ -90,9 +121,10 @@ class OpenerSearch:
 
     def _named_search(self, named: tuple[Any, Any], text: str, pos: int, partial: bool) -> Any:
         kept = self._named
-        if kept is not None and kept[:3] == (named[0], len(text), partial) and kept[3] <= pos \
+        if kept is not None and kept[0] is named and kept[1:3] == (len(text), partial) \
+                and kept[3] <= pos \
                 and (kept[4] is None or pos <= kept[4].start()):
             return kept[4]
         m = find_opener(named[0], named[1], text, pos, partial)
-        self._named = (named[0], len(text), partial, pos, m)
+        self._named = (named, len(text), partial, pos, m)
         return m

@@ -86,6 +86,7 @@ _OPENER_SETS = [
     ([], None, {}),
     (["f"], frozenset({"hermes", "harmony", "kimi_k2", "mistral"}), {"f": ["x"]}),
     (["f"], frozenset({"tool_tag"}), {"f": ["city"]}),
+    (["[f", "g"], frozenset({"pythonic", "tool_tag"}), {"[f": ["a"], "g": ["a"]}),
 ]
 
 
@@ -125,6 +126,21 @@ def test_a_new_tool_set_shares_the_compiled_openers_of_its_formats() -> None:
     assert one.named[0] is not two.named[0]
     assert compile_openers(["f"], frozenset({"hermes"})).shared is not one.shared
     assert compile_openers(["f"], frozenset({"hermes"})).named is None
+
+
+def test_the_tool_name_openers_are_compiled_where_a_tool_name_may_open_a_block() -> None:
+    tools = [{"type": "function", "function": {"name": name, "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}
+        for name in ("lazy_weather", "lazy_time")]
+    hermes = codec.ToolCallCodec(tools)
+    result = hermes.decode('<tool_call>{"name": "lazy_weather", "arguments": {"city": "Oslo"}}'
+                           "</tool_call> then lazy_weather, in prose")
+    assert [c.name for c in result.calls] == ["lazy_weather"]
+    assert hermes._openers.named[0]._compiled is None
+    tagged = codec.ToolCallCodec(tools)
+    result = tagged.decode("<lazy_time><city>Oslo</city></lazy_time>")
+    assert [c.name for c in result.calls] == ["lazy_time"]
+    assert tagged._openers.named[0]._compiled is not None
 
 
 def test_a_prefix_tree_matches_what_the_flat_alternation_matches() -> None:
