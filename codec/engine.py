@@ -47,7 +47,13 @@ from toolcodec.formats.reasoning import BY_OPENER, FRAMING, REASONING_FORMATS
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
 from toolcodec.normalize import replace_surrogates, replace_surrogates_in
-from toolcodec.opener_scan import LazyPattern, OpenerSearch, prefilter, prefilter_source
+from toolcodec.opener_scan import (
+    Alternatives,
+    LazyPattern,
+    OpenerSearch,
+    prefilter,
+    prefilter_source,
+)
 from toolcodec.regex_trie import trie_pattern
 from toolcodec.result import clean_call
 from toolcodec.textjson import call_pairs
@@ -202,24 +208,27 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
             parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
     bare = _bare_openers(names, parameters or {}) if names else ""
     bare_on = bool(bare and on("tool_tag"))
-    if bare_on:
-        parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
-        blocks.append(parts[-1])
+    # Bare calls last and apart: a pattern per tool and parameter, the costliest to compile,
+    # and tried only where no <NAME …> tag opens (``Alternatives``).
+    bare = rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})" if bare_on else ""
+    lazy_bare = LazyPattern(bare) if bare else None
     bare_names = names if bare_on else []
     named = named_blocks = None
-    if parts:
+    if parts or bare:
         # Compiled only where the prefilter finds a tool name (``LazyPattern``).
-        named = (LazyPattern("|".join(parts)), prefilter(
-            literals, "(?!)", names if on("pythonic") else [], bare_names))
-    if blocks:
+        named = (Alternatives(LazyPattern("|".join(parts)) if parts else None, lazy_bare),
+                 prefilter(literals, "(?!)", names if on("pythonic") else [], bare_names))
+    if blocks or bare:
         # The prefilter without ``[NAME(`` never stops where only a Python call could start
         # (a "["), so the pattern with one serves, unless a name itself starts with "[".
         shares = named is not None and not any(n.startswith("[") for n in names)
-        named_blocks = (named[0] if shares else LazyPattern("|".join(blocks)),
+        named_blocks = (named[0] if shares else Alternatives(
+                            LazyPattern("|".join(blocks)) if blocks else None, lazy_bare),
                         LazyPattern(prefilter_source(literals, "(?!)", [], bare_names)))
     return Openers(_shared_openers(formats),
                    {name: frozenset(params) for name, params in (parameters or {}).items()},
-                   named, named_blocks, ("|".join(parts), "|".join(blocks)))
+                   named, named_blocks, ("|".join(parts + [bare] * bool(bare)),
+                                         "|".join(blocks + [bare] * bool(bare))))
 
 
 def _enabled(formats: frozenset[str] | None) -> Any:

@@ -89,6 +89,27 @@ class LazyPattern:
         return self.compiled.search(*args, **kwargs)
 
 
+class Alternatives:
+    """Patterns matched at one position as the alternation of their sources is: the first
+    full match, else a partial one (``regex`` prefers a later alternative's full match to an
+    earlier one's partial match). A pattern is tried only when those before it found no full
+    match, so one that is costly to compile is compiled only when it may answer."""
+
+    __slots__ = ("patterns",)
+
+    def __init__(self, *patterns: Any) -> None:
+        self.patterns = tuple(p for p in patterns if p is not None)
+
+    def match(self, text: str, pos: int, partial: bool = False) -> Any:
+        cut = None
+        for pattern in self.patterns:
+            m = pattern.match(text, pos, partial=partial)
+            if m is not None and not m.partial:
+                return m
+            cut = cut or m
+        return cut
+
+
 class OpenerSearch:
     """The search of two patterns as if they were one alternation, *shared* first.
 

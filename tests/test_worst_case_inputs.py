@@ -129,18 +129,28 @@ def test_a_new_tool_set_shares_the_compiled_openers_of_its_formats() -> None:
 
 
 def test_the_tool_name_openers_are_compiled_where_a_tool_name_may_open_a_block() -> None:
+    """The tool-name openers (tags and Python calls, then bare calls) are compiled when their
+    prefilter first finds a tool name where one could open, bare calls only where no tag does."""
     tools = [{"type": "function", "function": {"name": name, "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}}}}}
         for name in ("lazy_weather", "lazy_time")]
+
+    def compiled(c: codec.ToolCallCodec) -> list[bool]:
+        return [p._compiled is not None for p in c._openers.named[0].patterns]
+
     hermes = codec.ToolCallCodec(tools)
     result = hermes.decode('<tool_call>{"name": "lazy_weather", "arguments": {"city": "Oslo"}}'
                            "</tool_call> then lazy_weather, in prose")
     assert [c.name for c in result.calls] == ["lazy_weather"]
-    assert hermes._openers.named[0]._compiled is None
+    assert compiled(hermes) == [False, False]
     tagged = codec.ToolCallCodec(tools)
     result = tagged.decode("<lazy_time><city>Oslo</city></lazy_time>")
     assert [c.name for c in result.calls] == ["lazy_time"]
-    assert tagged._openers.named[0]._compiled is not None
+    assert compiled(tagged) == [True, False]
+    bare = codec.ToolCallCodec(tools)
+    result = bare.decode("lazy_time\n<city>Oslo</city>")
+    assert [c.name for c in result.calls] == ["lazy_time"]
+    assert compiled(bare) == [True, True]
 
 
 def test_a_prefix_tree_matches_what_the_flat_alternation_matches() -> None:
