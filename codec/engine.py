@@ -51,8 +51,8 @@ from toolcodec.opener_scan import (
     Alternatives,
     LazyPattern,
     OpenerSearch,
+    names_prefilter_source,
     prefilter,
-    prefilter_source,
 )
 from toolcodec.regex_trie import trie_pattern
 from toolcodec.result import clean_call
@@ -145,7 +145,9 @@ class Openers:
     named: tuple[Any, Any] | None = None  # (pattern, its prefilter); None without names
     # ``named`` without ``[NAME(`` (the ``blocks_only`` search)
     named_blocks: tuple[Any, Any] | None = None
-    named_sources: tuple[str, str] = ("", "")  # the sources of named and named_blocks
+    # the sources of named and named_blocks without bare calls, and the bare calls' pattern
+    named_sources: tuple[str, str] = ("", "")
+    bare: Any = None
 
     @property
     def markers(self) -> dict[str, MarkerFormat]:
@@ -169,14 +171,17 @@ class Openers:
     @cached_property
     def pattern(self) -> Any:
         """The openers as one alternation: what the split search answers (for tests)."""
-        return regex.compile("|".join(p for p in (self.shared.sources[0],
-                                                  self.named_sources[0]) if p))
+        return self._joined(0)
 
     @cached_property
     def blocks_pattern(self) -> Any:
         """``pattern`` without the JSON, fence and Python-call candidates (for tests)."""
-        return regex.compile("|".join(p for p in (self.shared.sources[1],
-                                                  self.named_sources[1]) if p))
+        return self._joined(1)
+
+    def _joined(self, i: int) -> Any:
+        bare = self.bare.source if self.bare is not None else ""
+        return regex.compile("|".join(p for p in (self.shared.sources[i], self.named_sources[i],
+                                                  bare) if p))
 
 
 @dataclass(frozen=True)
@@ -197,38 +202,39 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
     its parameters' tags opens a bare call) and for the enabled formats (all for None)."""
     names = sorted({n for n in tool_names if n}, key=len, reverse=True)
     on = _enabled(formats)
-    parts, blocks, literals = [], [], []
-    if names:
-        alt = trie_pattern(names)
-        if on("tool_tag", "yaml_tag"):
-            parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
-            blocks.append(parts[-1])
-            literals = [f"<{n}" for n in names]
-        if on("pythonic"):
-            parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
-    bare = _bare_openers(names, parameters or {}) if names else ""
-    bare_on = bool(bare and on("tool_tag"))
+    parts, blocks = [], []
+    tags, calls = bool(names and on("tool_tag", "yaml_tag")), bool(names and on("pythonic"))
+    alt = trie_pattern(names) if names else ""
+    if tags:
+        parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
+        blocks.append(parts[-1])
+    if calls:
+        parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
+    params = parameters or {}
+    bare_on = on("tool_tag") and any(_PARAM_NAME.fullmatch(p) for n in names
+                                     for p in params.get(n, ()))
+
+    def bare() -> str:  # written when first compiled
+        return rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{_bare_openers(names, params)})"
+
     # Bare calls last and apart: a pattern per tool and parameter, the costliest to compile,
     # and tried only where no <NAME …> tag opens (``Alternatives``).
-    bare = rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})" if bare_on else ""
-    lazy_bare = LazyPattern(bare) if bare else None
-    bare_names = names if bare_on else []
+    lazy_bare = LazyPattern(bare) if bare_on else None
     named = named_blocks = None
-    if parts or bare:
+    if parts or bare_on:
         # Compiled only where the prefilter finds a tool name (``LazyPattern``).
         named = (Alternatives(LazyPattern("|".join(parts)) if parts else None, lazy_bare),
-                 prefilter(literals, "(?!)", names if on("pythonic") else [], bare_names))
-    if blocks or bare:
-        # The prefilter without ``[NAME(`` never stops where only a Python call could start
+                 regex.compile(names_prefilter_source(alt, tags, calls, bare_on)))
+    if blocks or bare_on:
+        # The prefilter without ``[NAME`` never stops where only a Python call could start
         # (a "["), so the pattern with one serves, unless a name itself starts with "[".
         shares = named is not None and not any(n.startswith("[") for n in names)
         named_blocks = (named[0] if shares else Alternatives(
                             LazyPattern("|".join(blocks)) if blocks else None, lazy_bare),
-                        LazyPattern(prefilter_source(literals, "(?!)", [], bare_names)))
+                        LazyPattern(names_prefilter_source(alt, tags, False, bare_on)))
     return Openers(_shared_openers(formats),
-                   {name: frozenset(params) for name, params in (parameters or {}).items()},
-                   named, named_blocks, ("|".join(parts + [bare] * bool(bare)),
-                                         "|".join(blocks + [bare] * bool(bare))))
+                   {name: frozenset(params) for name, params in params.items()},
+                   named, named_blocks, ("|".join(parts), "|".join(blocks)), lazy_bare)
 
 
 def _enabled(formats: frozenset[str] | None) -> Any:

@@ -16,7 +16,7 @@ their alternation, shared part first, answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import regex
@@ -64,17 +64,32 @@ def find_opener(pattern: Any, first: Any, text: str, pos: int, partial: bool) ->
 
 
 
+def names_prefilter_source(names: str, tags: bool, calls: bool, bare: bool) -> str:
+    """Where a tool-name opener may start, for the names' pattern *names*: ``<NAME`` with
+    *tags*, ``[NAME`` with *calls*, and with *bare* ``NAME`` or ``<NAME`` starting a line.
+    The names' pattern appears once (a second and third copy cost more to compile than the
+    hints they spare)."""
+    heads = ["<"] * tags + [r"\[" + _WS] * calls + [r"(?<=(?:^|\n)[ \t]{0,16})<?"] * bare
+    if not heads:
+        return "(?!)"
+    return "(?:" + "|".join(heads) + ")(?:" + names + ")"
+
+
 class LazyPattern:
     """A ``regex`` pattern compiled when first used: the tool-name openers of a new tool set
     cost milliseconds to compile (the ``regex`` parser is Python), and most outputs never
     show a tool name where one of them could start, so their prefilter never calls for them.
     Two threads may both compile it; either result serves."""
 
-    __slots__ = ("source", "_compiled")
+    __slots__ = ("_source", "_compiled")
 
-    def __init__(self, source: str) -> None:
-        self.source = source
+    def __init__(self, source: str | Callable[[], str]) -> None:
+        self._source = source  # or a function that writes it, called when it is compiled
         self._compiled: Any = None
+
+    @property
+    def source(self) -> str:
+        return self._source if isinstance(self._source, str) else self._source()
 
     @property
     def compiled(self) -> Any:

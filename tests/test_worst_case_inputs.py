@@ -87,6 +87,7 @@ _OPENER_SETS = [
     (["f"], frozenset({"hermes", "harmony", "kimi_k2", "mistral"}), {"f": ["x"]}),
     (["f"], frozenset({"tool_tag"}), {"f": ["city"]}),
     (["[f", "g"], frozenset({"pythonic", "tool_tag"}), {"[f": ["a"], "g": ["a"]}),
+    (["f", "g"], frozenset({"tool_tag", "pythonic"}), {"f": ["a b"], "g": []}),
 ]
 
 
