@@ -134,13 +134,14 @@ class OpenerSearch:
     later search of the same text, in the same mode, from a position up to where it matched,
     so a text with many shared openers and no named one is scanned for names once, not once
     per opener. One search serves one text that only grows (an engine's), and keeps its
-    length, not the text: a second reference would make each append copy it."""
+    length and where the answer starts, not the text or the match: a second reference to
+    the text would make each append copy it."""
 
     __slots__ = ("_named",)
 
     def __init__(self) -> None:
-        # (named, length of the text, partial, searched from, its answer)
-        self._named: tuple[Any, int, bool, int, Any] | None = None
+        # (named, length of the text, partial, searched from, where its answer starts or -1)
+        self._named: tuple[Any, int, bool, int, int] | None = None
 
     def find(self, shared: tuple[Any, Any], named: tuple[Any, Any] | None, text: str,
              pos: int, partial: bool) -> Any:
@@ -158,9 +159,10 @@ class OpenerSearch:
     def _named_search(self, named: tuple[Any, Any], text: str, pos: int, partial: bool) -> Any:
         kept = self._named
         if kept is not None and kept[0] is named and kept[1:3] == (len(text), partial) \
-                and kept[3] <= pos \
-                and (kept[4] is None or pos <= kept[4].start()):
-            return kept[4]
+                and kept[3] <= pos and (kept[4] < 0 or pos <= kept[4]):
+            if kept[4] < 0:
+                return None
+            pos = kept[4]  # the answer starts there: found again at once
         m = find_opener(named[0], named[1], text, pos, partial)
-        self._named = (named, len(text), partial, pos, m)
+        self._named = (named, len(text), partial, pos, -1 if m is None else m.start())
         return m
