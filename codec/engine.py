@@ -142,9 +142,10 @@ class Openers:
     shared: Any  # _SharedOpeners for the formats
     # tool -> its declared parameters, which a bare call's elements may name
     parameters: dict[str, frozenset[str]] = field(default_factory=dict)
-    named: tuple[Any, Any] | None = None  # (pattern, its prefilter); None without names
+    # (pattern, its prefilter, where it may start); None without names
+    named: tuple[Any, Any, Any] | None = None
     # ``named`` without ``[NAME(`` (the ``blocks_only`` search)
-    named_blocks: tuple[Any, Any] | None = None
+    named_blocks: tuple[Any, Any, Any] | None = None
     # the sources of named and named_blocks without bare calls, and the bare calls' pattern
     named_sources: tuple[str, str] = ("", "")
     bare: Any = None
@@ -224,14 +225,16 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
     if parts or bare_on:
         # Compiled only where the prefilter finds a tool name (``LazyPattern``).
         named = (Alternatives(LazyPattern("|".join(parts)) if parts else None, lazy_bare),
-                 regex.compile(names_prefilter_source(alt, tags, calls, bare_on)))
+                 regex.compile(names_prefilter_source(alt, tags, calls, bare_on)),
+                 ("<" * (tags or bare_on) + "[" * calls, bare_on))
     if blocks or bare_on:
         # The prefilter without ``[NAME`` never stops where only a Python call could start
         # (a "["), so the pattern with one serves, unless a name itself starts with "[".
         shares = named is not None and not any(n.startswith("[") for n in names)
         named_blocks = (named[0] if shares else Alternatives(
                             LazyPattern("|".join(blocks)) if blocks else None, lazy_bare),
-                        LazyPattern(names_prefilter_source(alt, tags, False, bare_on)))
+                        LazyPattern(names_prefilter_source(alt, tags, False, bare_on)),
+                        ("<" * (tags or bare_on), bare_on))
     return Openers(_shared_openers(formats),
                    {name: frozenset(params) for name, params in params.items()},
                    named, named_blocks, ("|".join(parts), "|".join(blocks)), lazy_bare)

@@ -81,11 +81,14 @@ class LazyPattern:
     show a tool name where one of them could start, so their prefilter never calls for them.
     Two threads may both compile it; either result serves."""
 
-    __slots__ = ("_source", "_compiled")
+    __slots__ = ("_source", "_compiled", "match", "search")
 
     def __init__(self, source: str | Callable[[], str]) -> None:
         self._source = source  # or a function that writes it, called when it is compiled
         self._compiled: Any = None
+        # The compiled pattern's own methods once compiled: no call in between after that.
+        self.match: Callable[..., Any] = lambda *a, **k: self.compiled.match(*a, **k)
+        self.search: Callable[..., Any] = lambda *a, **k: self.compiled.search(*a, **k)
 
     @property
     def source(self) -> str:
@@ -94,14 +97,10 @@ class LazyPattern:
     @property
     def compiled(self) -> Any:
         if self._compiled is None:
-            self._compiled = regex.compile(self.source)
+            compiled = regex.compile(self.source)
+            self.match, self.search = compiled.match, compiled.search
+            self._compiled = compiled
         return self._compiled
-
-    def match(self, *args: Any, **kwargs: Any) -> Any:
-        return self.compiled.match(*args, **kwargs)
-
-    def search(self, *args: Any, **kwargs: Any) -> Any:
-        return self.compiled.search(*args, **kwargs)
 
 
 class Alternatives:
@@ -119,7 +118,9 @@ class Alternatives:
         cut = None
         for pattern in self.patterns:
             m = pattern.match(text, pos, partial=partial)
-            if m is not None and not m.partial:
+            # Where the text ends no opener matches in full (none is empty): the first
+            # partial match is the answer.
+            if m is not None and (not m.partial or pos >= len(text)):
                 return m
             cut = cut or m
         return cut
@@ -140,29 +141,66 @@ class OpenerSearch:
     __slots__ = ("_named",)
 
     def __init__(self) -> None:
-        # (named, length of the text, partial, searched from, where its answer starts or -1)
+        # (named, length of the text, partial, searched from, where its answer starts or
+        # -1 for none)
         self._named: tuple[Any, int, bool, int, int] | None = None
 
     def find(self, shared: tuple[Any, Any], named: tuple[Any, Any] | None, text: str,
              pos: int, partial: bool) -> Any:
-        """The first opener at or past *pos*: *shared* and *named* are (pattern, prefilter)."""
+        """The first opener at or past *pos*: *shared* is (pattern, prefilter), *named*
+        (pattern, prefilter, where its openers may start: see `_may_open`)."""
         a = find_opener(shared[0], shared[1], text, pos, partial)
-        if named is None or (a is not None and not a.partial and a.start() == pos):
-            return a  # nothing starts before pos, and the shared part wins a tie
-        b = self._named_search(named, text, pos, partial)
+        if named is None or (a is not None and not a.partial and a.start() == pos) \
+                or (a is not None and not _may_open(
+                    named[2], text, pos, len(text) if a.partial else a.start())):
+            # Nothing starts before pos and the shared part wins a tie; or no tool-name
+            # opener can start before the shared one (a named answer could then only be an
+            # empty partial match where the text ends, at or after it).
+            return a
+        b = self._named_search(named, text, pos, partial, a is not None)
         if a is None or b is None:
             return b if a is None else a
         if a.partial != b.partial:
             return b if a.partial else a
         return b if b.start() < a.start() else a
 
-    def _named_search(self, named: tuple[Any, Any], text: str, pos: int, partial: bool) -> Any:
-        kept = self._named
-        if kept is not None and kept[0] is named and kept[1:3] == (len(text), partial) \
+    def _named_search(self, named: tuple[Any, Any, Any], text: str, pos: int, partial: bool,
+                      shared_found: bool) -> Any:
+        """The named part's answer; None for one where the text ends when the shared part
+        found one (an empty partial match there, which the shared answer wins against)."""
+        end, kept = len(text), self._named
+        if kept is not None and kept[0] is named and kept[1:3] == (end, partial) \
                 and kept[3] <= pos and (kept[4] < 0 or pos <= kept[4]):
-            if kept[4] < 0:
+            if kept[4] < 0 or (shared_found and kept[4] == end):
                 return None
             pos = kept[4]  # the answer starts there: found again at once
-        m = find_opener(named[0], named[1], text, pos, partial)
-        self._named = (named, len(text), partial, pos, -1 if m is None else m.start())
+        # find_opener's loop, stopping short of matching where the text ends when that
+        # answer cannot be taken (a stream's chunk ends there each time).
+        pattern, first, start, m = named[0], named[1], -1, None
+        at = pos
+        while True:
+            hint = first.search(text, at, partial=partial)
+            if hint is None:
+                break
+            if shared_found and hint.start() == end:
+                start = end  # the answer starts there, if there is one
+                break
+            m = pattern.match(text, hint.start(), partial=partial)
+            if m is not None:
+                start = m.start()
+                break
+            at = hint.start() + 1
+        self._named = (named, end, partial, pos, start)
         return m
+
+
+def _may_open(heads: tuple[str, bool], text: str, pos: int, stop: int) -> bool:
+    """Whether a tool-name opener may start in ``text[pos:stop]``: *heads* are the characters
+    one may start with (``<``, ``[``), and whether one may start a line (a bare call: past
+    at most 16 blanks after a line break or where the text starts). A few ``str.find``
+    cost less than the named openers' search, which a stream otherwise runs per chunk."""
+    chars, line = heads
+    for c in chars:
+        if text.find(c, pos, stop) >= 0:
+            return True
+    return line and (pos <= 16 or text.find("\n", pos - 17, stop) >= 0)
