@@ -7,8 +7,8 @@ text was cut into chunks (stream ≡ batch, property-tested).
 
 What the engine reads, in order:
 
-- *openers* (one ``regex`` pattern with partial matching, so an opener cut by a chunk
-  boundary is held, never leaked): ``<think>``, ``<tool_call>``, ``<tool>``, ``<function=``,
+- *openers* (``regex`` patterns with partial matching, searched as one, so an opener cut by
+  a chunk boundary is held, never leaked): ``<think>``, ``<tool_call>``, ``<tool>``, ``<function=``,
   ``<TOOL_NAME …>``, the special tokens of the marker formats (``toolcodec.formats.table``), a
   JSON value whose first key looks like a call, ``[KNOWN_TOOL(`` (Python calls), and a code
   fence;
@@ -135,8 +135,9 @@ class Openers:
     The openers are one alternation, compiled in two parts: what no tool name appears in
     (``shared``: reasoning, envelope tags, marker tokens, JSON), compiled once per set of
     formats and shared by every codec with those formats, and the few alternatives built from
-    the tool names (``named``: ``<NAME …>`` tags, ``[NAME(`` and bare calls), compiled per
-    tool set. ``toolcodec.opener_scan.OpenerSearch`` searches both and answers what the one
+    the tool names (``named``: ``<NAME …>`` tags, ``[NAME(`` and bare calls), whose prefilter
+    is compiled per tool set and whose patterns where it first finds a tool name.
+    ``toolcodec.opener_scan.OpenerSearch`` searches both and answers what the one
     alternation (``pattern``, shared alternatives first) would."""
 
     shared: Any  # _SharedOpeners for the formats
