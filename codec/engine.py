@@ -7,8 +7,8 @@ text was cut into chunks (stream ≡ batch, property-tested).
 
 What the engine reads, in order:
 
-- *openers* (``regex`` patterns with partial matching, searched as one, so an opener cut by
-  a chunk boundary is held, never leaked): ``<think>``, ``<tool_call>``, ``<tool>``, ``<function=``,
+- *openers* (one ``regex`` pattern with partial matching, so an opener cut by a chunk
+  boundary is held, never leaked): ``<think>``, ``<tool_call>``, ``<tool>``, ``<function=``,
   ``<TOOL_NAME …>``, the special tokens of the marker formats (``toolcodec.formats.table``), a
   JSON value whose first key looks like a call, ``[KNOWN_TOOL(`` (Python calls), and a code
   fence;
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any, Protocol
 
 import orjson
@@ -47,13 +47,7 @@ from toolcodec.formats.reasoning import BY_OPENER, FRAMING, REASONING_FORMATS
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
 from toolcodec.normalize import replace_surrogates, replace_surrogates_in
-from toolcodec.opener_scan import (
-    Alternatives,
-    LazyPattern,
-    OpenerSearch,
-    names_prefilter_source,
-    prefilter,
-)
+from toolcodec.opener_scan import find_opener, prefilter
 from toolcodec.regex_trie import trie_pattern
 from toolcodec.result import clean_call
 from toolcodec.textjson import call_pairs
@@ -130,71 +124,18 @@ _PY_STRUCT = re.compile(r'["\'{}\[\]]')
 
 @dataclass(frozen=True)
 class Openers:
-    """What starts a block, for one tool set and set of formats.
+    """What starts a block, for one tool set and set of formats."""
 
-    The openers are one alternation, compiled in two parts: what no tool name appears in
-    (``shared``: reasoning, envelope tags, marker tokens, JSON), compiled once per set of
-    formats and shared by every codec with those formats, and the few alternatives built from
-    the tool names (``named``: ``<NAME …>`` tags, ``[NAME(`` and bare calls), whose prefilter
-    is compiled per tool set and whose patterns where it first finds a tool name.
-    ``toolcodec.opener_scan.OpenerSearch`` searches both and answers what the one
-    alternation (``pattern``, shared alternatives first) would."""
-
-    shared: Any  # _SharedOpeners for the formats
+    pattern: Any  # a ``regex`` pattern with partial matching
+    markers: dict[str, MarkerFormat]  # opener token -> its format
+    ends: dict[str, Any]  # opener token -> the pattern of what ends its block
     # tool -> its declared parameters, which a bare call's elements may name
     parameters: dict[str, frozenset[str]] = field(default_factory=dict)
-    # (pattern, its prefilter, where it may start); None without names
-    named: tuple[Any, Any, Any] | None = None
-    # ``named`` without ``[NAME(`` (the ``blocks_only`` search)
-    named_blocks: tuple[Any, Any, Any] | None = None
-    # the sources of named and named_blocks without bare calls, and the bare calls' pattern
-    named_sources: tuple[str, str] = ("", "")
-    bare: Any = None
-
-    @property
-    def markers(self) -> dict[str, MarkerFormat]:
-        """Opener token -> its format."""
-        return self.shared.markers
-
-    @property
-    def ends(self) -> dict[str, Any]:
-        """Opener token -> the pattern of what ends its block."""
-        return self.shared.ends
-
-    def searched(self, blocks_only: bool) -> tuple[tuple[Any, Any], tuple[Any, Any] | None]:
-        """The (pattern, prefilter) pairs to search: all the openers, or, with *blocks_only*,
-        those without the JSON, fence and Python-call candidates (once a stretch of prose has
-        used up its MAX_CANDIDATES, those are text, and trying each one cost more than a
-        microsecond: a run of code fences)."""
-        if blocks_only:
-            return self.shared.blocks, self.named_blocks
-        return self.shared.all, self.named
-
-    @cached_property
-    def pattern(self) -> Any:
-        """The openers as one alternation: what the split search answers (for tests)."""
-        return self._joined(0)
-
-    @cached_property
-    def blocks_pattern(self) -> Any:
-        """``pattern`` without the JSON, fence and Python-call candidates (for tests)."""
-        return self._joined(1)
-
-    def _joined(self, i: int) -> Any:
-        bare = self.bare.source if self.bare is not None else ""
-        return regex.compile("|".join(p for p in (self.shared.sources[i], self.named_sources[i],
-                                                  bare) if p))
-
-
-@dataclass(frozen=True)
-class _SharedOpeners:
-    """The openers no tool name appears in, for one set of formats."""
-
-    all: tuple[Any, Any]  # (pattern, its prefilter)
-    blocks: tuple[Any, Any]  # the same without the JSON and fence candidates
-    sources: tuple[str, str]
-    markers: dict[str, MarkerFormat]
-    ends: dict[str, Any]
+    first: Any = None  # where ``pattern`` may match (``toolcodec.opener_scan``)
+    # (pattern, first) without the JSON, fence and Python-call candidates: once a stretch of
+    # prose has used up its MAX_CANDIDATES, those are text, and trying each one cost more
+    # than a microsecond (a run of code fences)
+    blocks_only: tuple[Any, Any] | None = None
 
 
 def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None,
@@ -203,53 +144,7 @@ def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None
     pythonic calls; with ``parameters``, a tool's name alone on its line followed by one of
     its parameters' tags opens a bare call) and for the enabled formats (all for None)."""
     names = sorted({n for n in tool_names if n}, key=len, reverse=True)
-    on = _enabled(formats)
-    parts, blocks = [], []
-    tags, calls = bool(names and on("tool_tag", "yaml_tag")), bool(names and on("pythonic"))
-    alt = trie_pattern(names) if names else ""
-    if tags:
-        parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
-        blocks.append(parts[-1])
-    if calls:
-        parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
-    params = parameters or {}
-    bare_on = on("tool_tag") and any(_PARAM_NAME.fullmatch(p) for n in names
-                                     for p in params.get(n, ()))
-
-    def bare() -> str:  # written when first compiled
-        return rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{_bare_openers(names, params)})"
-
-    # Bare calls last and apart: a pattern per tool and parameter, the costliest to compile,
-    # and tried only where no <NAME …> tag opens (``Alternatives``).
-    lazy_bare = LazyPattern(bare) if bare_on else None
-    named = named_blocks = None
-    if parts or bare_on:
-        # Compiled only where the prefilter finds a tool name (``LazyPattern``).
-        named = (Alternatives(LazyPattern("|".join(parts)) if parts else None, lazy_bare),
-                 regex.compile(names_prefilter_source(alt, tags, calls, bare_on)),
-                 ("<" * (tags or bare_on) + "[" * calls, bare_on))
-    if blocks or bare_on:
-        # The prefilter without ``[NAME`` never stops where only a Python call could start
-        # (a "["), so the pattern with one serves, unless a name itself starts with "[".
-        shares = named is not None and not any(n.startswith("[") for n in names)
-        named_blocks = (named[0] if shares else Alternatives(
-                            LazyPattern("|".join(blocks)) if blocks else None, lazy_bare),
-                        LazyPattern(names_prefilter_source(alt, tags, False, bare_on)),
-                        ("<" * (tags or bare_on), bare_on))
-    return Openers(_shared_openers(formats),
-                   {name: frozenset(params) for name, params in params.items()},
-                   named, named_blocks, ("|".join(parts), "|".join(blocks)), lazy_bare)
-
-
-def _enabled(formats: frozenset[str] | None) -> Any:
-    return (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
-
-
-@lru_cache(maxsize=64)
-def _shared_openers(formats: frozenset[str] | None) -> _SharedOpeners:
-    """The openers no tool name appears in: compiled once per set of formats (the bulk of
-    what a new tool set cost: a few milliseconds)."""
-    on = _enabled(formats)
+    on = (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
     parts = []
     fixed = [t for t, ids in (("tool_call", ("hermes", "qwen_xml", "glm")),
                               ("tool", ("tool_element",))) if on(*ids)]
@@ -278,19 +173,42 @@ def _shared_openers(formats: frozenset[str] | None) -> _SharedOpeners:
              if start_tokens else "")
     if start:
         parts.append(start)
-    blocks = [p for i, p in enumerate(parts) if not (i == candidates and on("json"))]
+    if names:
+        alt = trie_pattern(names)
+        if on("tool_tag", "yaml_tag"):
+            parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
+        if on("pythonic"):
+            parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
+    bare = _bare_openers(names, parameters or {}) if names else ""
+    if bare and on("tool_tag"):
+        parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
+    bare_on = bool(bare and on("tool_tag"))
+    blocks = [p for i, p in enumerate(parts) if not (
+        i == candidates and on("json") or p.startswith("(?P<pycall>"))]
     # Every alternative's literal head, for the prefilter (``toolcodec.opener_scan``).
     literals = ([f"<{t}" for t in _TAG_ROWS] + [f"<{t}" for t in fixed] + tokens + framing
-                + anywhere + (["<function="] if on("qwen_xml") else []))
+                + anywhere + (["<function="] if on("qwen_xml") else [])
+                + ([f"<{n}" for n in names] if on("tool_tag", "yaml_tag") else []))
     heads = [regex.sub(r"\(\?P<\w+>", "(?:", start)] if start else []
+    return Openers(regex.compile("|".join(parts)), markers,
+                   {t: _end_pattern(f) for t, f in markers.items()},
+                   {name: frozenset(params) for name, params in (parameters or {}).items()},
+                   _prefilter(names, literals, heads, on, bare_on),
+                   (regex.compile("|".join(blocks)),
+                    _prefilter(names, literals, heads, on, bare_on, candidates=False)))
+
+
+def _prefilter(names: list[str], literals: list[str], heads: list[str], on: Any, bare: bool,
+               candidates: bool = True) -> Any:
+    """Where one of ``compile_openers``'s alternatives may start (``toolcodec.opener_scan``):
+    each alternative's literal head, the openers read only at the start (*heads*), bare calls
+    and, with *candidates*, the JSON and fence openers and ``[NAME(``."""
     # The JSON and fence openers as they are (named groups unnamed): cheap on their own.
     json_opener = regex.sub(r"\(\?P<\w+>", "(?:", _JSON_OPENER) if on("json") else "(?!)"
-    source, blocks_source = "|".join(parts), "|".join(blocks)
-    return _SharedOpeners(
-        (regex.compile(source), prefilter(literals, json_opener, [], [], heads)),
-        (regex.compile(blocks_source), prefilter(literals, "(?!)", [], [], heads)),
-        (source, blocks_source), markers,
-        {t: _end_pattern(f) for t, f in markers.items()})
+    if not candidates:
+        return prefilter(literals, "(?!)", [], names if bare else [], heads)
+    return prefilter(literals, json_opener, names if on("pythonic") else [],
+                     names if bare else [], heads)
 
 
 def _line_call(text: str, start: int, stop: int, openers: tuple[str, ...],
@@ -451,7 +369,6 @@ class Engine:
     # "length", a block the end of the text cut off is never completed into a call.
     finish_reason: str | None = None
     cut_rest: Block | None = None  # the cut part of a section whose first calls are decoding
-    search: OpenerSearch = field(default_factory=OpenerSearch)  # the openers' search
 
     # -- feeding ------------------------------------------------------------------------------
 
@@ -524,8 +441,10 @@ class Engine:
                 return
 
     def _in_free(self, final: bool) -> bool:
-        shared, named = self.codec._openers.searched(self.tries >= MAX_CANDIDATES)
-        m = self.search.find(shared, named, self.text, self.pos, not final)
+        openers = self.codec._openers
+        pattern, first = (openers.pattern, openers.first) if self.tries < MAX_CANDIDATES \
+            or openers.blocks_only is None else openers.blocks_only
+        m = find_opener(pattern, first, self.text, self.pos, not final)
         if m is None or m.partial:
             stop = len(self.text) if m is None else m.start()
             self._free_text(self.pos, stop, final, at_end=True)
