@@ -33,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import toolcodec as codec  # noqa: E402
 from toolcodec import kindaxml  # noqa: E402
 
+from tests.benchmarks.timing import best  # noqa: E402
+
 TARGET_US_PER_CHAR = 0.3
 TARGET_RATIO = 5.0
 CONSTRUCTS = ["[", "{", "<", "[]", "[{", "{}", "<a>", "</a>", "<a", "<|", "`", "```json\n",
@@ -44,12 +46,7 @@ TOOLS = [{"name": "f", "parameters": {"type": "object", "properties": {
 
 
 def cpu_best(fn: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return min(times)
+    return best(fn, runs, clock=time.process_time)
 
 
 def run_of(construct: str, size: int) -> str:
