@@ -18,7 +18,8 @@ content comes in 1–8 character deltas, cut at seeded random places; every chun
 ``POST /v1/completions``, ``/v1/responses``, ``/v1/embeddings``, ``/v1/moderations`` echo the
 body with status 201 (with ``stream: true``, the ``prompt`` one character per SSE event).
 ``GET /v1/models`` lists one model; ``GET /_last`` returns the last request received (body,
-authorization, headers).
+authorization, headers); ``GET /_trickling`` how many ``case:trickle`` streams are still being
+sent (one ends when its client, the proxy, goes away).
 """
 
 from __future__ import annotations
@@ -139,12 +140,17 @@ async def _stream(name: str, cases: list[dict[str, Any]], cut: bool, logprobs: b
     yield b"data: [DONE]\n\n"
 
 
-async def _trickle(name: str):
-    """A stream that never ends: one short piece of prose at a time, slowly."""
-    yield _chunk(name, {"role": "assistant", "content": ""})
-    for _ in range(3000):
-        yield _chunk(name, {"content": "."})
-        await asyncio.sleep(0.05)
+async def _trickle(name: str, open_streams: list[int]):
+    """A stream that never ends: one short piece of prose at a time, slowly. Counted in
+    ``open_streams[0]`` while it is being sent."""
+    open_streams[0] += 1
+    try:
+        yield _chunk(name, {"role": "assistant", "content": ""})
+        for _ in range(3000):
+            yield _chunk(name, {"content": "."})
+            await asyncio.sleep(0.05)
+    finally:
+        open_streams[0] -= 1
 
 
 class Standin:
@@ -154,6 +160,7 @@ class Standin:
         """*port*: a free one unless given; *default_case*: the answer to a request whose last
         user message names no case (a question as a reader would ask it)."""
         self.last: dict[str, Any] | None = None
+        self.trickling = [0]  # case:trickle streams being sent
         self.default_case = default_case
         self.gate = threading.Event()  # case:gated:NAME waits for it (POST /_release)
         self.port = port or free_port()
@@ -162,6 +169,7 @@ class Standin:
             Route("/v1/chat/completions", self._completions, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/_last", self._last, methods=["GET"]),
+            Route("/_trickling", self._trickling, methods=["GET"]),
             Route("/_release", self._release, methods=["POST"]),
             *(Route(f"/v1/{path}", self._other, methods=["POST"])
               for path in ("completions", "responses", "embeddings", "moderations")),
@@ -190,6 +198,9 @@ class Standin:
     async def _last(self, request: Request) -> Response:
         return JSONResponse(self.last)
 
+    async def _trickling(self, request: Request) -> Response:
+        return JSONResponse({"open": self.trickling[0]})
+
     async def _completions(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
         self.last = {"body": body, "authorization": request.headers.get("authorization"),
@@ -198,7 +209,7 @@ class Standin:
         if name == "badshape":
             return JSONResponse({"id": "x", "choices": 5})
         if name == "trickle":
-            return StreamingResponse(_trickle(name), media_type="text/event-stream")
+            return StreamingResponse(_trickle(name, self.trickling), media_type="text/event-stream")
         if name.startswith("gated:"):
             case = CASES[name[6:]]
             return StreamingResponse(self._gated(name, case), media_type="text/event-stream")

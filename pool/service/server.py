@@ -126,11 +126,11 @@ def run(config: ServeConfig) -> int:
                           registry=REGISTRY, ready=_readiness(pool, config),
                           models=config.models)
         service.upstream = config.upstream
-        extra, proxy = _proxy_routes(config, pool, service)
+        extra, direct, proxy = _proxy_routes(config, pool, service)
         # The httptools protocol, with bounds on header time and size (see header_guard).
         http = guarded_protocol(config.header_timeout_s, config.max_header_bytes,
                                 pool.backend)
-        uv = uvicorn.Config(build_app(service, extra), host=config.host, port=config.port,
+        uv = uvicorn.Config(build_app(service, extra, direct), host=config.host, port=config.port,
                             log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=config.drain_s, timeout_keep_alive=30,
                             http=http)
@@ -142,18 +142,21 @@ def run(config: ServeConfig) -> int:
     return 0
 
 
-def _proxy_routes(config: ServeConfig, pool: Pool, service: Service) -> tuple[list, Any]:
+def _proxy_routes(config: ServeConfig, pool: Pool, service: Service
+                  ) -> tuple[list, dict[str, Any], Any]:
+    """The proxy's routes, the ones the app calls directly, and the proxy (or nothing)."""
     if not config.upstream:
-        return [], None
+        return [], {}, None
     from toolcodec.pool.proxy.chat import ChatProxy, ProxyConfig
-    from toolcodec.pool.proxy.routes import proxy_routes
+    from toolcodec.pool.proxy.routes import chat_endpoint, proxy_routes
 
     proxy = ChatProxy(ProxyConfig(config.upstream, config.upstream_key,
                                   tools_as_prompt=config.tools_as_prompt,
                                   read_timeout=config.upstream_timeout_s,
                                   **(config.proxy or {})), pool,
                       registry=service.registry, models=config.models)
-    return proxy_routes(proxy, service.max_body), proxy
+    routes = proxy_routes(proxy, service.max_body)
+    return routes, chat_endpoint(routes), proxy
 
 
 def _readiness(pool: Pool, config: ServeConfig) -> Any:

@@ -1,0 +1,150 @@
+"""``POST /v1/chat/completions`` as a bare ASGI endpoint: the proxy's hot path.
+
+Every chat completion a backend sends goes through here, so it speaks ASGI directly instead
+of through the framework's request, response and middleware objects (which cost more of the
+proxy's loop than the decode itself). The same object is the framework's route for the path,
+so other methods get the framework's 405; the app also calls it directly, first
+(``toolcodec.pool.service.app.build_app``).
+
+Answers: the proxy's JSON (``ChatProxy.complete``) or its SSE stream (``ChatProxy.stream``);
+413 for a body over ``--max-body``, 400 for a body that is not a chat request. A stream is
+cut, and its upstream closed, when the client goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from toolcodec.pool.proxy.chat import UNDECODED_HEADER, ChatProxy
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+_JSON_TYPE = [(b"content-type", b"application/json")]
+_SSE_TYPE = [(b"content-type", b"text/event-stream; charset=utf-8"),
+             (b"cache-control", b"no-cache")]
+
+
+class ChatEndpoint:
+    """An ASGI app answering ``POST /v1/chat/completions`` with *proxy*; request bodies over
+    *max_body* bytes get 413."""
+
+    def __init__(self, proxy: ChatProxy, max_body: int) -> None:
+        self.proxy, self.max_body = proxy, max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        raw, problem = await request_body(receive, headers.get("content-length"),
+                                          self.max_body)
+        if problem is not None:
+            await _send_json(send, *problem)
+            return
+        body, problem = _chat_request(raw)
+        if problem is not None:
+            await _send_json(send, *problem)
+            return
+        if body.get("stream"):
+            status, out, extra = await self.proxy.stream(body, headers)
+            if status != 200:
+                await _send_json(send, status, out, extra)
+                return
+            await _send_stream(out, receive, send)
+            return
+        status, answer, extra = await self.proxy.complete(body, headers)
+        await _send_json(send, status, answer, extra)
+
+
+async def request_body(receive: Receive, declared: str | None, max_body: int
+                       ) -> tuple[bytes, tuple[int, dict[str, Any]] | None]:
+    if declared is not None and declared.isdigit() and int(declared) > max_body:
+        return b"", _error(413, "payload_too_large",
+                           f"request body of {declared} bytes is over the limit of {max_body}")
+    parts, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away before the body ended
+            return b"", _error(400, "bad_request", "the request body ended early")
+        part = message.get("body", b"")
+        size += len(part)
+        if size > max_body:
+            return b"", _error(413, "payload_too_large",
+                               f"request body is over the limit of {max_body} bytes")
+        parts.append(part)
+        if not message.get("more_body", False):
+            return b"".join(parts), None
+
+
+def _chat_request(raw: bytes) -> tuple[Any, tuple[int, dict[str, Any]] | None]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return None, _error(400, "bad_request", f"request body is not JSON: {exc}")
+    if not isinstance(body, dict):
+        return None, _error(400, "bad_request", "request body must be a JSON object")
+    if not isinstance(body.get("messages"), list):
+        return None, _error(400, "bad_request", "'messages' must be a list")
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        return None, _error(400, "bad_request", "'tools' must be a list")
+    return body, None
+
+
+def _error(status: int, code: str, message: str) -> tuple[int, dict[str, Any]]:
+    return status, {"error": {"message": message, "type": "invalid_request_error",
+                              "code": code}}
+
+
+def _head(extra: dict[str, str] | None) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), str(v).encode("latin-1"))
+            for k, v in (extra or {}).items()]
+
+
+async def _send_json(send: Send, status: int, body: Any,
+                     extra: dict[str, str] | None = None) -> None:
+    content = orjson.dumps(body)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*_JSON_TYPE, (b"content-length", str(len(content)).encode()),
+                            *_head(extra)]})
+    await send({"type": "http.response.body", "body": content})
+
+
+async def _send_stream(relay: Any, receive: Receive, send: Send) -> None:
+    """Relay's SSE bytes to the client. The headers go with the first bytes, so that a block
+    the decoder had no capacity for before then is named in ``x-toolcodec-undecoded``; the
+    relay is cancelled (closing its upstream) if the client disconnects."""
+    task = asyncio.current_task()
+    assert task is not None
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        task.cancel()
+
+    watcher = asyncio.create_task(watch())
+    parts = aiter(relay)
+    try:
+        first = await anext(parts)
+        extra = {}
+        undecoded = relay.undecoded
+        if undecoded:
+            extra[UNDECODED_HEADER] = str(undecoded[0].get("code") or undecoded[0].get("status"))
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [*_SSE_TYPE, *_head(extra)]})
+        await send({"type": "http.response.body", "body": first, "more_body": True})
+        async for part in parts:
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    except asyncio.CancelledError:
+        if not watcher.done():  # cancelled from outside, not by the client going away
+            raise
+        task.uncancel()
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        await parts.aclose()
