@@ -120,14 +120,31 @@ async def read_response(reader: asyncio.StreamReader, first: list[float]) -> tup
             first.append(time.perf_counter())
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and its living children (the pool's workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += cpu_seconds(int(child))
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return total
+
+
 @dataclass
 class Phase:
-    """What one phase saw."""
+    """What one phase saw; ``cpu`` is the CPU seconds the server measured (upstream or
+    proxy, with its workers) spent in it."""
 
     latencies: list[float] = field(default_factory=list)
     firsts: list[float] = field(default_factory=list)
     outcomes: Counter = field(default_factory=Counter)
     wall: float = 0.0
+    cpu: float = 0.0
 
     def pct(self, q: float, first: bool = False) -> float:
         xs = sorted(self.firsts if first else self.latencies)
@@ -187,14 +204,16 @@ async def connection(url: str, payloads: list[bytes], offset: int, stop: float, 
 
 
 async def run_phase(url: str, stream: bool, clients: int, duration: float,
-                    judge: bool) -> Phase:
+                    judge: bool, pid: int = 0) -> Phase:
     host = url.split("//", 1)[1]
     payloads = [request_bytes(host, b) for b in bodies(stream)]
     phase = Phase()
+    cpu0 = cpu_seconds(pid) if pid else 0.0
     t0 = time.perf_counter()
     await asyncio.gather(*(connection(url, payloads, k, t0 + duration, phase, stream, judge)
                            for k in range(clients)))
     phase.wall = time.perf_counter() - t0
+    phase.cpu = cpu_seconds(pid) - cpu0 if pid else 0.0
     return phase
 
 
@@ -248,6 +267,9 @@ def report(name: str, direct: Phase, proxied: Phase, stream: bool) -> None:
         extra = f", end p50 {p.pct(.5):.1f} / p99 {p.pct(.99):.1f} ms" if stream else ""
         print(f"  {who:<15} {p.rate:8.0f} req/s  {label} p50 {p.pct(.5, stream):7.1f} ms"
               f"  p99 {p.pct(.99, stream):7.1f} ms{extra}  ({len(p.latencies)} requests)")
+    per = [p.cpu / max(len(p.latencies), 1) * 1e6 for p in (direct, proxied)]
+    print(f"  CPU per request: upstream {per[0]:.0f} µs; proxy with its workers {per[1]:.0f} µs"
+          f" (upstream's share of it excluded), {per[1] / per[0]:.1f}x the upstream's")
     n = sum(proxied.outcomes.values()) or 1
     print(f"  proxy/upstream throughput {proxied.rate / direct.rate:.2f}x;  added "
           f"p50 {proxied.pct(.5, stream) - direct.pct(.5, stream):.1f} ms, "
@@ -257,13 +279,16 @@ def report(name: str, direct: Phase, proxied: Phase, stream: bool) -> None:
           f"shed {proxied.outcomes['shed'] / n:.1%}  [{shares}]")
 
 
-async def measure(upstream: str, proxy: str, args: argparse.Namespace) -> None:
+async def measure(upstream: str, proxy: str, args: argparse.Namespace, pids: tuple[int, int]
+                  ) -> None:
     for stream in (False, True):  # warm both paths: connections, codecs, workers
         await run_phase(proxy, stream, 8, 1.0, judge=False)
     rate = 0.0
     for stream, clients in ((False, args.inflight), (True, args.streams)):
-        direct = await run_phase(upstream, stream, clients, args.duration, judge=False)
-        proxied = await run_phase(proxy, stream, clients, args.duration, judge=True)
+        direct = await run_phase(upstream, stream, clients, args.duration, judge=False,
+                                 pid=pids[0])
+        proxied = await run_phase(proxy, stream, clients, args.duration, judge=True,
+                                  pid=pids[1])
         name = (f"streams: {clients} concurrent" if stream
                 else f"non-stream: {clients} requests in flight")
         report(name, direct, proxied, stream)
@@ -292,7 +317,8 @@ def main() -> None:
         print(f"{os.cpu_count()} CPUs (shared), load average {os.getloadavg()[0]:.1f}; "
               f"proxy: toolcodec serve --upstream {' '.join(args.proxy_options) or '(defaults)'}"
               f"; {len(TOOL_SETS)} tool sets, {len(CASES)} recorded outputs")
-        asyncio.run(measure(url, proxy.url, args))
+        assert proxy.proc is not None
+        asyncio.run(measure(url, proxy.url, args, (standin.pid, proxy.proc.pid)))
     finally:
         proxy.stop()
         standin.kill()
