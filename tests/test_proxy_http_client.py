@@ -30,6 +30,7 @@ from toolcodec.pool.proxy.http_client import (
     ReadTimeout,
     RemoteProtocolError,
 )
+from toolcodec.pool.proxy.upstream import UpstreamError, failure, read_body
 
 
 @pytest.fixture(params=["asyncio", "uvloop"])
@@ -758,6 +759,25 @@ def test_bodies_over_the_limit_are_refused_and_not_reused(run) -> None:
     run(test)
 
 
+def test_read_body_refuses_an_answer_over_the_limit_by_its_length_or_as_it_comes(run) -> None:
+    async def answer(request: Request, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
+        body = b"x" * 100
+        writer.write(response(body) if request.path == "/length"
+                     else CHUNKED_HEAD + chunked(body[:50], body[50:]))
+
+    async def test() -> None:
+        async with Server(answer) as server:
+            client = HTTPClient(server.url)
+            for path in ("/length", "/chunked"):
+                with pytest.raises(UpstreamError) as info:
+                    await read_body(await client.request("GET", path), 60)
+                assert info.value.code == "upstream_too_large"
+            assert await read_body(await client.request("GET", "/chunked"), 100) == b"x" * 100
+            await client.aclose()
+    run(test)
+
+
 # -- https ----------------------------------------------------------------------------------
 
 
@@ -791,3 +811,25 @@ def test_https_with_a_trusted_certificate_and_not_without(run, certificate: Path
                 await HTTPClient(server.url).request("GET", "/")
             assert "certificate" in str(info.value).lower()
     run(test)
+
+
+# -- the proxy's answers --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("error", "status", "code", "message"), [
+    (PoolTimeout("x"), 503, "upstream_busy",
+     "every connection to the model server is in use; try again"),
+    (ReadTimeout("x"), 504, "upstream_timeout",
+     "the model server did not answer in time (ReadTimeout)"),
+    (ConnectTimeout("x"), 504, "upstream_timeout",
+     "the model server did not answer in time (ConnectTimeout)"),
+    (ConnectError("refused"), 502, "upstream_unavailable",
+     "cannot connect to the model server: refused"),
+    (RemoteProtocolError("x"), 502, "upstream_error",
+     "the model server failed: RemoteProtocolError"),
+    (ReadError("x"), 502, "upstream_error", "the model server failed: ReadError"),
+])
+def test_transport_failures_map_to_the_proxys_answers(error, status, code, message) -> None:
+    answer = failure(error)
+    assert (answer.status, answer.code, str(answer)) == (status, code, message)
+    assert answer.headers == ({"retry-after": "1"} if status == 503 else {})
