@@ -32,15 +32,15 @@ known before the first byte, in the ``x-toolcodec-undecoded`` header. Both are c
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
+from toolcodec import __version__
 from toolcodec.errors import ALL_CODES, BAD_REQUEST
+from toolcodec.pool.proxy.http_client import HTTPClient, HTTPError
 from toolcodec.pool.proxy.message import openai_message, unrepaired_natives
 from toolcodec.pool.proxy.request import Prepared, prepare
 from toolcodec.pool.proxy.settings import ModelSettings, SettingsError
@@ -65,9 +65,6 @@ CAPACITY_CODES = frozenset({"timeout", "rejected", "worker_lost", "internal_erro
 PASSED_THROUGH = ("/completions", "/responses", "/embeddings", "/moderations")
 
 __all__ = ["ChatProxy", "ProxyConfig", "ProxyMetrics", "UpstreamError"]
-_POOLS, _POOL_CONNECTIONS = 16, 32  # upstream connections: at most 512 in all
-_HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding",
-                "accept-encoding", "te", "upgrade", "proxy-authorization"}
 
 
 @dataclass(slots=True)
@@ -134,33 +131,22 @@ class ChatProxy:
         self.config, self.pool = config, pool
         self.models = models or ModelSettings()
         self.metrics = ProxyMetrics(registry)
-        timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout,
-                                pool=config.pool_timeout)
-        # Several small connection pools instead of one large: httpcore polls every socket of
-        # a pool on each request and each response (encode/httpcore#928), so one pool of n
-        # connections costs O(n) per request; at 64 requests in flight that was 80 % of the
-        # proxy's CPU. Requests take the pools in turn; together they hold --upstream-connections.
-        pools = min(_POOLS, config.connections)
-        per_pool = max(1, config.connections // pools)
-        limits = httpx.Limits(max_connections=per_pool,
-                              max_keepalive_connections=max(1, min(64, per_pool)))
-        self._clients = [httpx.AsyncClient(timeout=timeout, limits=limits)
-                         for _ in range(pools)]
-        self._turn = itertools.cycle(self._clients)
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The upstream client for the next request (the pools in turn)."""
-        return next(self._turn)
+        self.http = HTTPClient(config.base, connections=config.connections,
+                               connect_timeout=config.connect_timeout,
+                               read_timeout=config.read_timeout,
+                               pool_timeout=config.pool_timeout,
+                               user_agent=f"toolcodec/{__version__}")
 
     async def aclose(self) -> None:
-        for client in self._clients:
-            await client.aclose()
+        await self.http.aclose()
 
     # -- upstream ---------------------------------------------------------------------------
 
-    def upstream_headers(self, incoming: dict[str, str]) -> dict[str, str]:
-        return forwarded(incoming, self.config.api_key)
+    def upstream_headers(self, incoming: dict[str, str], json: bool = False) -> dict[str, str]:
+        headers = forwarded(incoming, self.config.api_key)
+        if json:
+            headers["content-type"] = "application/json"
+        return headers
 
     def upstream_body(self, body: dict[str, Any]) -> dict[str, Any]:
         if not self.config.tools_as_prompt or not body.get("tools"):
@@ -173,13 +159,16 @@ class ChatProxy:
         """``GET /v1/models`` passed through: (status, body, content type)."""
         try:
             async with asyncio.timeout(self.config.deadline):
-                async with self.client.stream("GET", f"{self.config.base}/models",
-                                              headers=self.upstream_headers(headers)) as response:
+                response = await self.http.request("GET", "/models",
+                                                   self.upstream_headers(headers))
+                try:
                     content = await read_body(response, self.config.max_upstream_body)
+                finally:
+                    await response.aclose()
         except TimeoutError:
             error = deadline_passed(self.config.deadline)
             return error.status, orjson.dumps(error.body()), "application/json"
-        except (httpx.HTTPError, UpstreamError) as exc:
+        except (HTTPError, UpstreamError) as exc:
             error = exc if isinstance(exc, UpstreamError) else failure(exc)
             return error.status, orjson.dumps(error.body()), "application/json"
         return (response.status_code, content,
@@ -189,30 +178,30 @@ class ChatProxy:
                           headers: dict[str, str]) -> tuple[int, dict[str, str], Any]:
         """Another OpenAI route, relayed unchanged: (status, headers, bytes iterator or an
         error body)."""
-        client = self.client  # one of the pools, for both the request and its sending
-        request = client.build_request(method, f"{self.config.base}{path}", content=content,
-                                       headers={**self.upstream_headers(headers),
-                                                "content-type": "application/json"})
-        loop = asyncio.get_running_loop()
-        until = loop.time() + self.config.deadline
+        until = asyncio.get_running_loop().time() + self.config.deadline
         try:
-            response = await asyncio.wait_for(client.send(request, stream=True),
-                                              self.config.deadline)
+            async with asyncio.timeout_at(until):
+                response = await self.http.request(method, path,
+                                                   self.upstream_headers(headers, json=True),
+                                                   content)
         except TimeoutError:
             return 504, {}, deadline_passed(self.config.deadline).body()
-        except httpx.HTTPError as exc:
+        except HTTPError as exc:
             error = failure(exc)
             return error.status, error.headers, error.body()
         kind = response.headers.get("content-type", "application/json")
 
         async def relay() -> AsyncIterator[bytes]:
-            parts = response.aiter_bytes()  # decoded: no content-encoding goes back
             try:
                 while True:
-                    try:
-                        yield await asyncio.wait_for(anext(parts), until - loop.time())
-                    except (StopAsyncIteration, TimeoutError, httpx.HTTPError):
+                    try:  # decoded parts: no content-encoding goes back
+                        async with asyncio.timeout_at(until):
+                            part = await response.next_part()
+                    except (TimeoutError, HTTPError):
                         return  # the client sees the body end where upstream's stopped
+                    if not part:
+                        return
+                    yield part
             finally:
                 await response.aclose()
         return response.status_code, {"content-type": kind}, relay()
@@ -220,11 +209,14 @@ class ChatProxy:
     async def _post(self, prepared: Prepared, headers: dict[str, str]) -> dict[str, Any]:
         """The upstream's whole answer, checked (``UpstreamError`` otherwise)."""
         try:
-            async with self.client.stream("POST", f"{self.config.base}/chat/completions",
-                                          json=self.upstream_body(prepared.upstream),
-                                          headers=self.upstream_headers(headers)) as response:
+            response = await self.http.request(
+                "POST", "/chat/completions", self.upstream_headers(headers, json=True),
+                orjson.dumps(self.upstream_body(prepared.upstream)))
+            try:
                 content = await read_body(response, self.config.max_upstream_body)
-        except httpx.HTTPError as exc:
+            finally:
+                await response.aclose()
+        except HTTPError as exc:
             raise failure(exc) from None
         answer = _json_or_none(content)
         if response.status_code >= 400:
@@ -322,24 +314,22 @@ class ChatProxy:
         prepared, refused = self._prepared(body, stream=True)
         if refused is not None:
             return refused
-        client = self.client  # one of the pools, for both the request and its sending
-        request = client.build_request("POST", f"{self.config.base}/chat/completions",
-                                       json=self.upstream_body(prepared.upstream),
-                                       headers=self.upstream_headers(headers))
-        loop = asyncio.get_running_loop()
-        until = loop.time() + self.config.deadline
+        until = asyncio.get_running_loop().time() + self.config.deadline
         try:
-            response = await asyncio.wait_for(client.send(request, stream=True),
-                                              self.config.deadline)
-        except (TimeoutError, httpx.HTTPError) as exc:
+            async with asyncio.timeout_at(until):
+                response = await self.http.request(
+                    "POST", "/chat/completions", self.upstream_headers(headers, json=True),
+                    orjson.dumps(self.upstream_body(prepared.upstream)))
+        except (TimeoutError, HTTPError) as exc:
             self.metrics.count(True, "upstream_error")
-            error = failure(exc) if isinstance(exc, httpx.HTTPError) else \
+            error = failure(exc) if isinstance(exc, HTTPError) else \
                 deadline_passed(self.config.deadline)
             return error.status, error.body(), error.headers
         if response.status_code >= 400:
             try:
-                content = await read_body(response, self.config.max_upstream_body)
-            except (httpx.HTTPError, UpstreamError):
+                async with asyncio.timeout_at(until):  # an error body is under the deadline too
+                    content = await read_body(response, self.config.max_upstream_body)
+            except (TimeoutError, HTTPError, UpstreamError):
                 content = b""
             finally:
                 await response.aclose()

@@ -23,15 +23,18 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import orjson
 from toolcodec.openai_chunks import ChunkWriter
+from toolcodec.pool.proxy.http_client import HTTPError, Response
 from toolcodec.pool.proxy.message import call_id, unrepaired_natives
 from toolcodec.pool.proxy.upstream import UpstreamError, sse_data
 
 DONE = b"data: [DONE]\n\n"
 HEARTBEAT = b": keep-alive\n\n"
 _END = object()  # the reader's last item
+# After upstream's [DONE] the end of its body is due at once: waited for this long (in the
+# background) so that the connection can be reused rather than closed.
+_DONE_LINGER = 1.0
 
 
 def _sse(body: dict[str, Any]) -> bytes:
@@ -59,7 +62,7 @@ class _Choice:
 class Relay:
     """The client's SSE bytes for one upstream stream; iterate it once."""
 
-    def __init__(self, proxy: Any, response: httpx.Response, prepared: Any, report: bool,
+    def __init__(self, proxy: Any, response: Response, prepared: Any, report: bool,
                  until: float) -> None:
         self.proxy, self.response, self.prepared = proxy, response, prepared
         self.report, self.until = report, until
@@ -83,6 +86,7 @@ class Relay:
         queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
         reader = asyncio.create_task(self._read(queue, config.max_upstream_body))
         loop = asyncio.get_running_loop()
+        ended = False  # upstream's stream ended as it should
         try:
             while True:
                 left = self.until - loop.time()
@@ -97,6 +101,7 @@ class Relay:
                         yield HEARTBEAT
                     continue
                 if item is _END:
+                    ended = True
                     break
                 if isinstance(item, tuple):  # the reader failed: (code, message)
                     self.failure = item
@@ -105,7 +110,7 @@ class Relay:
                     yield out
         finally:
             reader.cancel()
-            await self.response.aclose()
+            await self.response.aclose(linger=_DONE_LINGER if ended else 0.0)
         for out in await self._close():
             yield out
         yield DONE
@@ -125,7 +130,7 @@ class Relay:
                     return
                 if isinstance(chunk, dict):
                     await queue.put(chunk)
-        except httpx.HTTPError as exc:
+        except HTTPError as exc:
             await queue.put(("upstream_stream_broken",
                              f"the model server's stream broke off ({type(exc).__name__})"))
             return

@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+from toolcodec.pool.proxy.http_client import (
+    BodyTooLarge,
+    ConnectError,
+    HTTPError,
+    PoolTimeout,
+    Response,
+    TimeoutException,
+)
 
 # Headers an OpenAI client may send that a model server may need; nothing else is forwarded.
 FORWARDED_HEADERS = frozenset({"authorization", "accept", "user-agent", "openai-organization",
@@ -44,15 +51,15 @@ def forwarded(incoming: dict[str, str], api_key: str | None) -> dict[str, str]:
     return headers
 
 
-def failure(exc: httpx.HTTPError) -> UpstreamError:
+def failure(exc: HTTPError) -> UpstreamError:
     """The client's answer for a transport failure."""
-    if isinstance(exc, httpx.PoolTimeout):
+    if isinstance(exc, PoolTimeout):
         return UpstreamError(503, "upstream_busy", "every connection to the model server is in "
                              "use; try again", {"retry-after": "1"})
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, TimeoutException):
         return UpstreamError(504, "upstream_timeout",
                              f"the model server did not answer in time ({type(exc).__name__})")
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, ConnectError):
         return UpstreamError(502, "upstream_unavailable",
                              f"cannot connect to the model server: {exc}")
     return UpstreamError(502, "upstream_error", f"the model server failed: {type(exc).__name__}")
@@ -68,21 +75,20 @@ def too_large(limit: int) -> UpstreamError:
                          f"the model server's answer is over the limit of {limit} bytes")
 
 
-async def read_body(response: httpx.Response, limit: int) -> bytes:
-    """The whole body, refused past *limit* bytes (``UpstreamError``)."""
+async def read_body(response: Response, limit: int) -> bytes:
+    """The whole body, refused past *limit* bytes (``UpstreamError``; the connection is
+    closed, not reused)."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
+        await response.aclose()
         raise too_large(limit)
-    parts, size = [], 0
-    async for part in response.aiter_bytes():
-        size += len(part)
-        if size > limit:
-            raise too_large(limit)
-        parts.append(part)
-    return b"".join(parts)
+    try:
+        return await response.read(limit)
+    except BodyTooLarge:
+        raise too_large(limit) from None
 
 
-async def sse_data(response: httpx.Response, limit: int) -> AsyncIterator[str]:
+async def sse_data(response: Response, limit: int) -> AsyncIterator[str]:
     """The ``data:`` payloads of an SSE stream, each line at most *limit* bytes."""
     pending: list[bytes] = []  # the line being read, in parts: joined once it ends
     size = 0

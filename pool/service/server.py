@@ -63,18 +63,26 @@ class ServeConfig:
 
 
 class _DrainingServer(uvicorn.Server):
-    """uvicorn's server, failing readiness first and closing its socket ``delay_s`` later."""
+    """uvicorn's server, failing readiness first and closing its socket ``delay_s`` later;
+    *proxy* (its upstream connections) is closed after the shutdown, on the serving loop."""
 
-    def __init__(self, config: uvicorn.Config, service: Service, delay_s: float) -> None:
+    def __init__(self, config: uvicorn.Config, service: Service, delay_s: float,
+                 proxy: Any = None) -> None:
         super().__init__(config)
         self.service = service
         self.delay_s = delay_s
+        self.proxy = proxy
         self._timer: threading.Timer | None = None
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
         if self.started:  # listening: say so once, so scripts and people know where and how
             print(ready_line(self.config, self.service), flush=True)
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        await super().shutdown(sockets)
+        if self.proxy is not None:
+            await self.proxy.aclose()
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         if sig == signal.SIGTERM and self._timer is None and self.delay_s > 0:
@@ -134,9 +142,7 @@ def run(config: ServeConfig) -> int:
                             log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=config.drain_s, timeout_keep_alive=30,
                             http=http)
-        _DrainingServer(uv, service, config.shutdown_delay_s).run()
-        if proxy is not None:
-            asyncio.run(proxy.aclose())
+        _DrainingServer(uv, service, config.shutdown_delay_s, proxy).run()
     finally:
         pool.close(timeout=config.drain_s)
     return 0
