@@ -268,9 +268,11 @@ class ChatProxy:
                              ) -> tuple[int, dict[str, Any], dict[str, str]]:
         choices = answer["choices"]
         # Each choice's finish_reason reaches the decoder: "length" means a cut call is no call.
-        envelopes = await asyncio.gather(*(self.pool.asubmit("decode", {
+        jobs = [self.pool.asubmit("decode", {
             "message": c["message"], "tools": prepared.tools, "options": prepared.options,
-            "finish_reason": _reason(c.get("finish_reason"))}) for c in choices))
+            "finish_reason": _reason(c.get("finish_reason"))}) for c in choices]
+        # One choice (nearly always): awaited as it is, without gather's task.
+        envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
         reports = [_report(e) for e in envelopes]
         failed = [e for e in envelopes if e.get("status") != "ok"]
         if failed:

@@ -87,6 +87,7 @@ class Relay:
         reader = asyncio.create_task(self._read(queue, config.max_upstream_body))
         loop = asyncio.get_running_loop()
         ended = False  # upstream's stream ended as it should
+        sent = False  # bytes went to the client
         try:
             while True:
                 left = self.until - loop.time()
@@ -94,20 +95,36 @@ class Relay:
                     self.failure = ("upstream_deadline", f"the request's overall deadline of "
                                     f"{config.deadline:g} s passed; the stream was cut")
                     break
-                try:
-                    item = await asyncio.wait_for(queue.get(), min(config.heartbeat, left))
-                except TimeoutError:
-                    if loop.time() < self.until:
-                        yield HEARTBEAT
-                    continue
-                if item is _END:
-                    ended = True
+                if queue.empty():
+                    try:  # a timeout scope, not wait_for: no task per chunk
+                        async with asyncio.timeout(min(config.heartbeat, left)):
+                            item = await queue.get()
+                    except TimeoutError:
+                        if loop.time() < self.until:
+                            yield HEARTBEAT
+                        continue
+                else:
+                    item = queue.get_nowait()
+                # The chunks that have arrived meanwhile go out together: one write, not one
+                # per chunk (upstreams send a few characters per chunk). The stream's first
+                # bytes go at once, alone: the client's time to first token is not the batch's.
+                out: list[bytes] = []
+                while True:
+                    if item is _END:
+                        ended = True
+                        break
+                    if isinstance(item, tuple):  # the reader failed: (code, message)
+                        self.failure = item
+                        break
+                    out += await self._chunk(item)
+                    if queue.empty() or (out and not sent):
+                        break
+                    item = queue.get_nowait()
+                if out:
+                    sent = True
+                    yield b"".join(out)
+                if ended or self.failure is not None:
                     break
-                if isinstance(item, tuple):  # the reader failed: (code, message)
-                    self.failure = item
-                    break
-                for out in await self._chunk(item):
-                    yield out
         finally:
             reader.cancel()
             await self.response.aclose(linger=_DONE_LINGER if ended else 0.0)
