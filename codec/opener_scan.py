@@ -34,7 +34,8 @@ character, which ``re`` skips along the text to (about twice as fast as ``regex`
 match; each place is tried a bounded number of times (a search resumes one character past
 a match whose name is no tool's, never before it); a cut opener is looked for only within
 the longest opener's reach of the end (`Patterns.cut`, `ToolNames.find_cut`).
-``tests/benchmarks/bench_worst_case.py`` times runs of each.
+``tests/benchmarks/bench_worst_case.py`` times runs of each, and
+``tests/test_worst_case_inputs.py`` counts the searches they make.
 """
 
 from __future__ import annotations

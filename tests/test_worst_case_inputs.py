@@ -2,10 +2,18 @@
 through every entry point. Every input of n characters must cost O(n); the budget asserted
 (50 ms of this process's CPU time per KB) is far above what linear code needs and far below
 what the quadratic cases took (8 000 digits then one letter: 2.2 s). CPU time, not wall time:
-other work on a busy machine must not make this test fail."""
+other work on a busy machine must not make this test fail; and the garbage collector is off
+while an entry is timed: a full collection of what a whole test session keeps alive cost
+0.4 s once, inside one of them.
+
+The openers' search is held tighter, by counting rather than timing: for runs of what
+looks like an opener (``[NAME``, ``<NAME``, a name at a line's start, a tag or call whose
+name is no tool's), its ``regex``/``re`` calls and the characters they cover stay within a
+few per character of input, at every size, in one text and streamed."""
 
 from __future__ import annotations
 
+import gc
 import re
 import time
 
@@ -16,11 +24,15 @@ from toolcodec import kindaxml
 
 CLASSES = ["9", "a", " ", '"', "'", "\\", "{", "}", "[", "]", ",", ":", "<", ">", "&", "-", ".",
            "/", "*", "é", "\u200f", "\n", "<a>", "</a>", "<tool_call>", '{"a":', '"a",', "1,",
-           "[1,", "e", "0x", "#", "=", "(", "`", "<!--", "<![CDATA[", "```json\n", "<think>"]
+           "[1,", "e", "0x", "#", "=", "(", "`", "<!--", "<![CDATA[", "```json\n", "<think>",
+           # what looks like a tool-name opener: a tool's name, or another's, where one starts
+           "[f", "<f", "[get_weather", "f\n", "[a(", "<a b>", "g\n<a>\n", "<f x=[a("]
 RUN = 4096  # characters per run: the quadratic cases needed a few thousand to show
 BUDGET_S_PER_KB = 0.05
 TOOLS = [{"name": "f", "parameters": {"type": "object", "properties": {
-    "a": {"type": "string"}, "n": {"type": "integer"}}}}]
+    "a": {"type": "string"}, "n": {"type": "integer"}}}},
+    {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}}}}]
 CODEC = codec.ToolCallCodec(TOOLS)
 
 
@@ -54,12 +66,111 @@ def test_runs_of_each_class_followed_by_each_other_class_are_linear(first: str) 
         text = run(first) + run(second)
         budget = BUDGET_S_PER_KB * len(text) / 1024
         for name, entry in ENTRIES.items():
-            start = time.process_time()
-            entry(text)
-            took = time.process_time() - start
+            gc.disable()
+            try:
+                start = time.process_time()
+                entry(text)
+                took = time.process_time() - start
+            finally:
+                gc.enable()
             if took > budget:
                 slow.append(f"{name}: {first!r}×{RUN} + {second!r}×{RUN} took {took:.2f} s")
     assert not slow, "\n".join(slow)
+
+
+# -- the openers' search: each character read a bounded number of times ---------------------
+
+# Runs of what the openers' search stops at, or looks at twice: no tool's call among them.
+OPENER_RUNS = ["[", "{", "<", "`", "\n", "[{", "<|", "<a>", "<a", "[f", "<f", "[get_weather",
+               "<get_weather", "[get_weathe", "<get_weathe", "[get_weather_(", "[a(", "<a b>",
+               "<a\n", "f\n", "f:\n", "get_weather\n", "<get_weather\n", "g\n<a>\n",
+               "f\n<x>\n", "<f x=[a(", "<tool_call>", "[f (", "<f ", "```json\n", "<think"]
+# Per character of input, at most: searches and matches, and the characters they cover (a
+# stream in 16-character chunks looks again at what the last chunk may have cut).
+CALLS_PER_CHAR = {"decode": 0.6, "stream": 1.5}
+COVERED_PER_CHAR = {"decode": 3, "stream": 8}
+
+
+class _Counted:
+    """A compiled pattern whose searches and matches are counted, with the characters each
+    one covered (from where it started to the end of its match, or of the text)."""
+
+    def __init__(self, pattern: Any, counts: list[int]) -> None:
+        self._pattern, self._counts = pattern, counts
+        self.pattern = pattern.pattern
+
+    def search(self, text: str, pos: int = 0, *args: Any, **kwargs: Any) -> Any:
+        m = self._pattern.search(text, pos, *args, **kwargs)
+        self._count(pos, len(text) if m is None else m.end())
+        return m
+
+    def match(self, text: str, pos: int = 0, *args: Any, **kwargs: Any) -> Any:
+        m = self._pattern.match(text, pos, *args, **kwargs)
+        self._count(pos, pos + 1 if m is None else m.end())
+        return m
+
+    def fullmatch(self, text: str, pos: int = 0, *args: Any, **kwargs: Any) -> Any:
+        m = self._pattern.fullmatch(text, pos, *args, **kwargs)
+        self._count(pos, pos + 1 if m is None else m.end())
+        return m
+
+    def finditer(self, text: str, pos: int = 0, endpos: int | None = None) -> Any:
+        end = len(text) if endpos is None else endpos
+        self._count(pos, end)
+        for m in self._pattern.finditer(text, pos, end):
+            self._count(m.start(), m.start() + 1)
+            yield m
+
+    def _count(self, start: int, end: int) -> None:
+        self._counts[0] += 1
+        self._counts[1] += max(1, end - start)
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], Any]:
+    """[calls, characters covered] of every pattern the openers' search uses, from now on,
+    and a codec whose openers use them (its tool names' patterns are looked up anew)."""
+    from toolcodec import opener_scan
+
+    counts = [0, 0]
+    for name, value in vars(opener_scan).items():
+        if isinstance(value, (re.Pattern, regex.Pattern)):
+            monkeypatch.setattr(opener_scan, name, _Counted(value, counts))
+    get = opener_scan.Patterns.get
+    monkeypatch.setattr(opener_scan.Patterns, "get", lambda self, blocks_only=False: tuple(
+        _Counted(p, counts) for p in get(self, blocks_only)))
+    for name in ("_one_named", "_named_tail", "_bare_tail", "_bare_at"):
+        made = getattr(opener_scan, name)
+        monkeypatch.setattr(opener_scan, name, lambda *a, made=made: _wrapped(made(*a), counts))
+    return counts, codec.ToolCallCodec(TOOLS)
+
+
+def _wrapped(made: Any, counts: list[int]) -> Any:
+    if isinstance(made, dict):
+        return {k: _Counted(p, counts) for k, p in made.items()}
+    return _Counted(made, counts)
+
+
+@pytest.mark.parametrize("construct", OPENER_RUNS, ids=repr)
+def test_the_openers_search_reads_each_character_a_bounded_number_of_times(
+        construct: str, counted: tuple[list[int], Any]) -> None:
+    """What the attempt that split the openers did to runs of ``[NAME`` (its search for tool
+    names ran again at every ``[`` and name: one call per character) would fail here."""
+    counts, c = counted
+    for size in (RUN, 4 * RUN):
+        text = construct * (size // len(construct))
+        for how in ("decode", "stream"):
+            counts[:] = [0, 0]
+            if how == "decode":
+                c.decode(text)
+            else:
+                s = c.stream()
+                for i in range(0, len(text), 16):
+                    s.feed(text[i:i + 16])
+                s.close()
+            calls, covered = counts
+            assert calls <= CALLS_PER_CHAR[how] * len(text), (how, size, calls)
+            assert covered <= COVERED_PER_CHAR[how] * len(text), (how, size, covered)
 
 
 # -- the openers' scan: the prefilter changes the cost, never the answer --------------------
