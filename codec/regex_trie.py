@@ -17,6 +17,17 @@ def trie_pattern(words: Iterable[str]) -> str:
     """A non-capturing pattern matching exactly *words*, the longest word where several match
     at one position (as a flat alternation sorted longest first does). Empty words are
     ignored; no words give a pattern that never matches."""
+    branches = trie_branches(words)
+    if not branches:
+        return "(?!)"
+    return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+
+def trie_branches(words: Iterable[str]) -> list[str]:
+    """`trie_pattern`'s alternatives, one per first character, each starting with that
+    character (an alternation of them is `trie_pattern`): written into a larger alternation
+    they keep every branch's first character literal, which the ``re`` engine needs to skip
+    along the text to where one may match."""
     root: dict[str, dict] = {}
     for word in words:
         if not word:
@@ -25,8 +36,6 @@ def trie_pattern(words: Iterable[str]) -> str:
         for ch in word:
             node = node.setdefault(ch, {})
         node[""] = {}
-    if not root:
-        return "(?!)"
     # Iterative post-order: a word may be long, and a recursion per character would not do.
     built: dict[int, str] = {}
     stack: list[tuple[dict, bool]] = [(root, False)]
@@ -38,9 +47,11 @@ def trie_pattern(words: Iterable[str]) -> str:
             stack.extend((node[ch], False) for ch in children)
             continue
         alts = [regex.escape(ch) + built.pop(id(node[ch])) for ch in children]
+        if node is root:
+            return alts
         if not alts:
             built[id(node)] = ""
             continue
         body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
         built[id(node)] = f"(?:{body})?" if "" in node else body
-    return built[id(root)]
+    return []

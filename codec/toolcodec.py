@@ -41,6 +41,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -143,7 +144,11 @@ class ToolCallCodec:
 
         self._openers = compile_openers(self.registry.names(), self.formats,
                                         _parameter_names(self.registry))
-        self._inner_openers = envelopes.compile_openers(self.registry.names())
+
+    @cached_property
+    def _inner_openers(self) -> Any:
+        # Read only when a <tool_call> body starts with markup: compiled then, not per tool set.
+        return envelopes.compile_openers(self.registry.names())
 
     @property
     def pipeline(self) -> Any:

@@ -137,7 +137,7 @@ def test_every_opener_split_at_every_position() -> None:
     openers = ["<tool_call>", "<think>", "<tool>", "<function=search>", "<get_weather>",
                '{"name": ', '[{"name": ', "```json\n", "</tool_call>", "</think>",
                "[get_weather("] + marker_tokens
-    assert all(compile_openers(["get_weather"]).pattern.search(o) or o.startswith("</")
+    assert all(compile_openers(["get_weather"]).find(o, 0, False) or o.startswith("</")
                or o in marker_tokens for o in openers)
     for opener in openers:
         text = f"pre {opener}<city>x</city>{{\"q\": 1}}</get_weather></tool_call> post"

@@ -314,7 +314,9 @@ def _handler_for(op: str) -> Callable[[dict], dict]:
 
 
 def warm() -> None:
-    """Load the codec's lazily imported parts now, so forked workers inherit them.
+    """Load the codec's lazily imported parts now, so forked workers inherit them, with the
+    block openers every tool set of the default formats shares (compiled once per process:
+    ``toolcodec.engine.compile_openers``).
 
     A worker forked before this pays the imports on its first job, after every respawn.
     Best effort: a codec that fails here reports the failure in job results instead.
@@ -323,6 +325,9 @@ def warm() -> None:
     text = '<tool_call>{"name": "warm_up", "arguments": {}}</tool_call> {\'a\': 1,}'
     try:
         codec_for(tools).decode(text)
+        stream = codec_for(tools).stream()  # the openers' patterns a stream adds
+        stream.feed(text[:5])
+        stream.close()
         codec.repair_json(text)
         from toolcodec import kindaxml  # noqa: F401 - loaded for the kindaxml op
     except Exception:  # noqa: BLE001 - warm-up must never stop a pool from starting

@@ -1,7 +1,8 @@
 """Per-character cost of the worst constructs: long runs of one markup character or tag.
 
 Run: ``python tests/benchmarks/bench_worst_case.py [--size N] [--repeat R]``. For each
-construct (``[``, ``{``, ``<``, ``<a>``, ``<|``, ``[{``, a tool's own tag, ...) it times
+construct (``[``, ``{``, ``<``, ``<a>``, ``<|``, ``[{``, a tool's own tag, a tool's name where
+an opener would start without the rest of the opener, ...) it times
 ``decode``, ``kindaxml.parse(...).to_dict()`` and ``repair_json`` on a run of it ``N``
 characters long (default 40 000) and on one four times longer, and prints µs per character
 at both sizes and the ratio large/small (about 4 when linear). The baseline, measured in the
@@ -39,10 +40,17 @@ TARGET_US_PER_CHAR = 0.3
 TARGET_RATIO = 5.0
 CONSTRUCTS = ["[", "{", "<", "[]", "[{", "{}", "<a>", "</a>", "<a", "<|", "`", "```json\n",
               "[f", '{"a":', "[1,", "<f>", "<tool_call>", "<!--", "<![CDATA[", "<think>",
-              '"', "'", "\\", "\n"]
+              '"', "'", "\\", "\n",
+              # what looks like a tool-name opener (the tools are f and get_weather): a name
+              # without its "(" or ">", a prefix of one, one at a line's start, a tag or call
+              # or bare call whose name is no tool's (or whose parameter is not the tool's)
+              "<f", "[get_weather", "<get_weather", "[get_weathe(", "f\n", "get_weather:\n",
+              "[a(", "<a b>", "g\n<a>\n", "f\n<x>\n", "<f x=[a(", "<f\n"]
 RECOGNISED = ["<cite>", "</cite>", "<cite/>", "<note>x", '<cite id="1">']  # KindaXML only
 TOOLS = [{"name": "f", "parameters": {"type": "object", "properties": {
-    "a": {"type": "string"}, "n": {"type": "integer"}}}}]
+    "a": {"type": "string"}, "n": {"type": "integer"}}}},
+    {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}}}}]
 
 
 def cpu_best(fn: Callable[[], object], runs: int) -> float:
