@@ -129,6 +129,17 @@ async def echo(request: Request, reader: asyncio.StreamReader,
     writer.write(response(b"answer to " + request.path.encode()))
 
 
+async def holding(request: Request, reader: asyncio.StreamReader,
+                  writer: asyncio.StreamWriter) -> bool | None:
+    """``/hold``: 3 of 10 body bytes, and the connection held until the client closes it;
+    anything else: ``free``."""
+    if request.path == "/hold":
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
+        return await eof(reader)
+    writer.write(response(b"free"))
+    return None
+
+
 async def until(condition: Callable[[], bool]) -> None:
     while not condition():
         await asyncio.sleep(0.001)
@@ -326,16 +337,8 @@ def test_connection_close_from_the_server_is_honoured(run) -> None:
 
 
 def test_no_free_connection_within_the_pool_timeout_is_pool_timeout(run) -> None:
-    async def answer(request: Request, reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter) -> bool | None:
-        if request.path == "/hold":
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
-            return await eof(reader)
-        writer.write(response(b"free"))
-        return None
-
     async def test() -> None:
-        async with Server(answer) as server:
+        async with Server(holding) as server:
             client = HTTPClient(server.url, connections=1, pool_timeout=0.05)
             held = await client.request("GET", "/hold")
             with pytest.raises(PoolTimeout):
@@ -661,16 +664,8 @@ def test_a_cancelled_request_closes_its_connection(run) -> None:
 
 
 def test_aclose_closes_every_connection(run) -> None:
-    async def answer(request: Request, reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter) -> bool | None:
-        if request.path == "/hold":
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
-            return await eof(reader)
-        writer.write(response(b"ok"))
-        return None
-
     async def test() -> None:
-        async with Server(answer) as server:
+        async with Server(holding) as server:
             client = HTTPClient(server.url)
             held = await client.request("GET", "/hold")  # one busy
             await (await client.request("GET", "/")).read()  # one idle

@@ -282,6 +282,12 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()  # type: ignore[union-attr]
         self.lingering = self.loop.call_later(seconds, self.client._discard, self)
 
+    def stop_lingering(self) -> None:
+        """The wait for an abandoned body's end is over (it ended, or the connection goes)."""
+        if self.lingering is not None:
+            self.lingering.cancel()
+            self.lingering = None
+
 
 class Response:
     """The status and headers of an answer; its body comes from ``read``, ``next_part`` or
@@ -549,9 +555,7 @@ class HTTPClient:
         """An exchange ended with the whole response in: reuse the connection if it can be."""
         if conn.state != _BUSY:
             return
-        if conn.lingering is not None:
-            conn.lingering.cancel()
-            conn.lingering = None
+        conn.stop_lingering()
         if conn.closed or not conn.keep_alive or self._closed:
             self._discard(conn)
             return
@@ -576,9 +580,7 @@ class HTTPClient:
         """Close a busy connection and free its slot."""
         if conn.state != _BUSY:
             return
-        if conn.lingering is not None:
-            conn.lingering.cancel()
-            conn.lingering = None
+        conn.stop_lingering()
         conn.state = _GONE
         conn.close()
         self._conns.discard(conn)
