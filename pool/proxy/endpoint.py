@@ -20,12 +20,12 @@ from typing import Any
 
 import orjson
 from toolcodec.pool.proxy.chat import UNDECODED_HEADER, ChatProxy
+from toolcodec.pool.service.app import asgi_headers, send_json
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-_JSON_TYPE = [(b"content-type", b"application/json")]
 _SSE_TYPE = [(b"content-type", b"text/event-stream; charset=utf-8"),
              (b"cache-control", b"no-cache")]
 
@@ -42,21 +42,21 @@ class ChatEndpoint:
         raw, problem = await request_body(receive, headers.get("content-length"),
                                           self.max_body)
         if problem is not None:
-            await _send_json(send, *problem)
+            await send_json(send, *problem)
             return
         body, problem = _chat_request(raw)
         if problem is not None:
-            await _send_json(send, *problem)
+            await send_json(send, *problem)
             return
         if body.get("stream"):
             status, out, extra = await self.proxy.stream(body, headers)
             if status != 200:
-                await _send_json(send, status, out, extra)
+                await send_json(send, status, out, extra)
                 return
             await _send_stream(out, receive, send)
             return
         status, answer, extra = await self.proxy.complete(body, headers)
-        await _send_json(send, status, answer, extra)
+        await send_json(send, status, answer, extra)
 
 
 async def request_body(receive: Receive, declared: str | None, max_body: int
@@ -99,20 +99,6 @@ def _error(status: int, code: str, message: str) -> tuple[int, dict[str, Any]]:
                               "code": code}}
 
 
-def _head(extra: dict[str, str] | None) -> list[tuple[bytes, bytes]]:
-    return [(k.lower().encode("latin-1"), str(v).encode("latin-1"))
-            for k, v in (extra or {}).items()]
-
-
-async def _send_json(send: Send, status: int, body: Any,
-                     extra: dict[str, str] | None = None) -> None:
-    content = orjson.dumps(body)
-    await send({"type": "http.response.start", "status": status,
-                "headers": [*_JSON_TYPE, (b"content-length", str(len(content)).encode()),
-                            *_head(extra)]})
-    await send({"type": "http.response.body", "body": content})
-
-
 async def _send_stream(relay: Any, receive: Receive, send: Send) -> None:
     """Relay's SSE bytes to the client. The headers go with the first bytes, so that a block
     the decoder had no capacity for before then is named in ``x-toolcodec-undecoded``; the
@@ -134,7 +120,7 @@ async def _send_stream(relay: Any, receive: Receive, send: Send) -> None:
         if undecoded:
             extra[UNDECODED_HEADER] = str(undecoded[0].get("code") or undecoded[0].get("status"))
         await send({"type": "http.response.start", "status": 200,
-                    "headers": [*_SSE_TYPE, *_head(extra)]})
+                    "headers": [*_SSE_TYPE, *asgi_headers(extra)]})
         await send({"type": "http.response.body", "body": first, "more_body": True})
         async for part in parts:
             await send({"type": "http.response.body", "body": part, "more_body": True})

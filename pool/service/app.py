@@ -260,12 +260,24 @@ def _direct(paths: dict[str, Any], app: Any, service: Service) -> Any:
         except Exception as exc:
             if started:
                 raise  # the answer is half sent: the server closes the connection
-            body = orjson.dumps(_crash(service, exc))
-            await send({"type": "http.response.start", "status": 500, "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
+            await send_json(send, 500, _crash(service, exc))
     return dispatch
+
+
+def asgi_headers(headers: dict[str, str] | None) -> list[tuple[bytes, bytes]]:
+    """*headers* as an ASGI response start lists them."""
+    return [(k.lower().encode("latin-1"), str(v).encode("latin-1"))
+            for k, v in (headers or {}).items()]
+
+
+async def send_json(send: Any, status: int, body: Any,
+                    headers: dict[str, str] | None = None) -> None:
+    """Answer *body* as JSON through a bare ASGI *send* (no framework response object)."""
+    content = orjson.dumps(body)
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(content)).encode()), *asgi_headers(headers)]})
+    await send({"type": "http.response.body", "body": content})
 
 
 def _crash(service: Service, exc: Exception) -> dict[str, Any]:
