@@ -40,7 +40,7 @@ import orjson
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from toolcodec import __version__
 from toolcodec.errors import ALL_CODES, BAD_REQUEST
-from toolcodec.pool.proxy.http_client import HTTPClient, HTTPError
+from toolcodec.pool.proxy.http_client import HTTPClient, HTTPError, Response
 from toolcodec.pool.proxy.message import openai_message, unrepaired_natives
 from toolcodec.pool.proxy.request import Prepared, prepare
 from toolcodec.pool.proxy.settings import ModelSettings, SettingsError
@@ -159,12 +159,8 @@ class ChatProxy:
         """``GET /v1/models`` passed through: (status, body, content type)."""
         try:
             async with asyncio.timeout(self.config.deadline):
-                response = await self.http.request("GET", "/models",
-                                                   self.upstream_headers(headers))
-                try:
-                    content = await read_body(response, self.config.max_upstream_body)
-                finally:
-                    await response.aclose()
+                response, content = await self._whole("GET", "/models",
+                                                       self.upstream_headers(headers))
         except TimeoutError:
             error = deadline_passed(self.config.deadline)
             return error.status, orjson.dumps(error.body()), "application/json"
@@ -206,16 +202,21 @@ class ChatProxy:
                 await response.aclose()
         return response.status_code, {"content-type": kind}, relay()
 
+    async def _whole(self, method: str, path: str, headers: dict[str, str],
+                     content: bytes = b"") -> tuple[Response, bytes]:
+        """An upstream answer and its whole body, read up to the size cap."""
+        response = await self.http.request(method, path, headers, content)
+        try:
+            return response, await read_body(response, self.config.max_upstream_body)
+        finally:
+            await response.aclose()
+
     async def _post(self, prepared: Prepared, headers: dict[str, str]) -> dict[str, Any]:
         """The upstream's whole answer, checked (``UpstreamError`` otherwise)."""
         try:
-            response = await self.http.request(
+            response, content = await self._whole(
                 "POST", "/chat/completions", self.upstream_headers(headers, json=True),
                 orjson.dumps(self.upstream_body(prepared.upstream)))
-            try:
-                content = await read_body(response, self.config.max_upstream_body)
-            finally:
-                await response.aclose()
         except HTTPError as exc:
             raise failure(exc) from None
         answer = _json_or_none(content)
