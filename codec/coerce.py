@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from toolcodec import schema_regex
 from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.schema_fast import compile_check, is_json_data
 from toolcodec.tools import ToolSpec
 
 COERCE_INTEGER = "schema.coerce_integer"
@@ -32,6 +33,7 @@ WRAP_ARRAY = "schema.wrap_array"
 DECODE_JSON_STRING = "schema.decode_json_string"
 DECODE_ESCAPED_JSON = "schema.decode_escaped_json"  # a JSON text escaped once more
 MARKDOWN_EMPHASIS = "json.markdown_emphasis"
+_MAX_PART_CHECKS = 512  # per tool: far more parts than a schema has, and merged unions
 NFKC = "text.nfkc"
 
 _NO = object()  # "this conversion does not apply"; None is a real value (JSON null)
@@ -88,11 +90,15 @@ def coerce_checked(
         if text_values:
             arguments = _null_texts(arguments, spec.schema, ctx)
         fast = spec.fast_check
-        if (fast is not None and fast(arguments)) or spec.validator.is_valid(arguments):
+        # On JSON data the fast check's "no" is jsonschema's too (toolcodec.schema_fast)
+        ctx.plain = fast is not None and is_json_data(arguments)
+        if (fast is not None and fast(arguments)) or (
+                not ctx.plain and spec.validator.is_valid(arguments)):
             if not _has_emphasis(arguments):
                 return arguments, [], True
             return _unwrap_emphasis(arguments, spec.schema, ctx), ctx.repairs, True
-        return _coerce(arguments, spec.schema, ctx), ctx.repairs, False
+        coerced = _coerce(arguments, spec.schema, ctx)
+        return coerced, ctx.repairs, fast is not None and fast(coerced)
     except RecursionError:  # absurdly deep input: leave it for validation to report
         return arguments, [], False
 
@@ -106,6 +112,7 @@ class _Context:
     repairs: list[str] = field(default_factory=list)
     _validators: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     limits: Limits = DEFAULT_LIMITS
+    plain: bool = False  # the arguments are JSON data (toolcodec.schema_fast.is_json_data)
 
     def note(self, repair: str) -> None:
         if repair not in self.repairs:
@@ -117,7 +124,8 @@ class _Context:
 
     def fork(self) -> _Context:
         """A context for a tentative walk whose repairs are kept only if it is chosen."""
-        return _Context(self.spec, self.text_values, [], self._validators, self.limits)
+        return _Context(self.spec, self.text_values, [], self._validators, self.limits,
+                        self.plain)
 
     def fits(self, value: Any, schema: Any) -> bool:
         """Does *value* validate against *schema* (a part of the tool's schema)?"""
@@ -125,12 +133,32 @@ class _Context:
             return True
         if schema is False:
             return False
+        validator, fast = self._checks(schema)
+        if fast is not None:  # jsonschema's answer at a fraction of its cost, on JSON data
+            if fast(value):
+                return True
+            if self.plain:  # what coercion builds from JSON data is JSON data
+                return False
+        return validator.is_valid(value)
+
+    def _checks(self, schema: Any) -> tuple[Any, Any]:
+        """The validator and the fast check (or None) of a part of the tool's schema."""
         cached = self._validators.get(id(schema))
-        if cached is None or cached[0] is not schema:
+        if cached is not None and cached[0] is schema:
+            return cached[1]
+        parts = self.spec.part_checks
+        try:
+            key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # not JSON data (a Python caller's schema): this call only
+            key = None
+        checks = parts.get(key) if key is not None else None
+        if checks is None:
             # evolve keeps the root's reference resolver, so local $refs still resolve
-            cached = (schema, self.spec.validator.evolve(schema=schema))
-            self._validators[id(schema)] = cached
-        return cached[1].is_valid(value)
+            checks = (self.spec.validator.evolve(schema=schema), compile_check(schema))
+            if key is not None and len(parts) < _MAX_PART_CHECKS:
+                parts[key] = checks
+        self._validators[id(schema)] = (schema, checks)
+        return checks
 
     def resolve(self, schema: Any) -> Any:
         """Follow local ``$ref`` (``#/$defs/...``, ``#/definitions/...``) to a schema."""

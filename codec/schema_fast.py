@@ -5,10 +5,10 @@ Walking a value with ``jsonschema`` costs most of a valid call's decode. Tool sc
 a handful of keywords (``type``, ``properties``, ``required``, ``additionalProperties``,
 ``items``, ``enum`` of strings, length and range bounds); :func:`compile_check` turns such a
 schema into nested closures. ``True`` means jsonschema would accept the value too; ``False``
-means only "not shown valid here", and the caller asks jsonschema. A schema with any other
-keyword (``$ref``, ``pattern``, ``oneOf``, a declared ``$schema``, …) compiles to ``None``.
-The property test in ``tests/test_schema_fast.py`` holds it to "never valid where jsonschema
-says invalid".
+means "not shown valid here" for any Python value; for JSON data (:func:`is_json_data`: what
+a JSON parser builds) it is jsonschema's answer too, so the caller need not ask it again. A
+schema with any other keyword (``$ref``, ``pattern``, ``oneOf``, a declared ``$schema``, …)
+compiles to ``None``. The property tests in ``tests/test_schema_fast.py`` hold it to both.
 """
 
 from __future__ import annotations
@@ -27,6 +27,27 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
     "null": (type(None),), "array": (list,), "object": (dict,),
 }
+
+
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def is_json_data(value: Any) -> bool:
+    """Whether ``value`` is made only of ``dict`` (with ``str`` keys), ``list``, ``str``,
+    ``int``, ``float``, ``bool`` and ``None``, exactly those classes (no subclasses)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            if not all(type(k) is str for k in item):
+                return False
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind not in _JSON_SCALARS:
+            return False
+    return True
 
 
 def _always(_value: Any) -> bool:

@@ -10,7 +10,7 @@ schema keyword beside it, is unwrapped.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -49,6 +49,9 @@ class ToolSpec:
     # The most keywords that apply to one value (``toolcodec.schema_refs``): scales the
     # validation budget (``toolcodec.schema_budget``).
     per_value: int = 1
+    # Checks of parts of ``schema`` built by coercion (``toolcodec.coerce``), kept across
+    # calls: by the part's canonical JSON, so a part rebuilt on each call is built once.
+    part_checks: dict[bytes, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 class ToolRegistry:

@@ -63,6 +63,16 @@ def test_valid_for_sure_is_valid_for_jsonschema(schema, value) -> None:
         assert _validator(schema).is_valid(value), (schema, value)
 
 
+@given(schemas, values)
+def test_on_json_data_the_check_is_exactly_jsonschemas_answer(schema, value) -> None:
+    # values as a JSON parser builds them (dict, list, str, int, float, bool, None): the
+    # coercion trusts a "no" too, and asks jsonschema only for other Python values
+    schema = {**schema, "type": "object"}
+    check = compile_check(schema)
+    if check is not None:
+        assert check(value) == _validator(schema).is_valid(value), (schema, value)
+
+
 def test_typical_tool_schema_compiles_and_answers_valid() -> None:
     schema = {"type": "object", "required": ["city"], "additionalProperties": False,
               "properties": {"city": {"type": "string", "description": "a city"},
