@@ -766,10 +766,8 @@ def codec_for(tools: list[dict[str, Any]] | None, **options: Any) -> ToolCallCod
     The key is a canonical (sorted-keys) JSON dump of the tools, so equal tool lists share
     compiled validators. Options that cannot be hashed bypass the cache.
     """
-    try:
-        key = (orjson.dumps(tools, option=orjson.OPT_SORT_KEYS), tuple(sorted(options.items())))
-        hash(key)
-    except TypeError:  # orjson.JSONEncodeError is a TypeError too
+    key = _cache_key(tools, options)
+    if key is None:
         return ToolCallCodec(tools, **options)
     with _cache_lock:
         found = _cache.get(key)
@@ -782,6 +780,25 @@ def codec_for(tools: list[dict[str, Any]] | None, **options: Any) -> ToolCallCod
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return made
+
+
+def cached_codec(tools: list[dict[str, Any]] | None, **options: Any) -> ToolCallCodec | None:
+    """The codec ``codec_for`` would return from its cache, or None if it would build one."""
+    key = _cache_key(tools, options)
+    if key is None:
+        return None
+    with _cache_lock:
+        return _cache.get(key)
+
+
+def _cache_key(tools: Any, options: dict[str, Any]) -> tuple[bytes, tuple] | None:
+    """The cache's key for ``tools`` and ``options``; None if they cannot be hashed."""
+    try:
+        key = (orjson.dumps(tools, option=orjson.OPT_SORT_KEYS), tuple(sorted(options.items())))
+        hash(key)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError too
+        return None
+    return key
 
 
 def decode(text: str | dict[str, Any], tools: list[dict[str, Any]] | None = None, *,

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from toolcodec.errors import BAD_REQUEST
 from toolcodec.limits import Limits
 from toolcodec.pool import door
+from toolcodec.pool.inline import Inline
 from toolcodec.worker.envelope import complete, error_envelope
 from toolcodec.worker.limits import ENV as LIMIT_ENV
 from toolcodec.worker.limits import operator_limits
@@ -64,6 +65,11 @@ class Pool:
         ``codec.Limits`` or a dict with ``max_chars`` and/or ``max_depth`` (fields not given
         come from ``TOOLCODEC_MAX_CHARS`` / ``TOOLCODEC_MAX_DEPTH``, else the codec's
         defaults). A payload's ``options.limits`` may only lower them.
+    :param inline_max_chars: ``decode`` and ``decode_block`` jobs whose payload, tools aside,
+        has at most this many characters run in the calling thread, without a round trip
+        to a worker, once this process has built their tools' codec; their envelopes say
+        ``"backend": "inline"`` (docs/pool.md, "Small jobs run inline"). 0, the default,
+        sends every job to the backend.
     :param backend_options: passed to the backend, e.g. ``redis_url=`` and ``queue=`` for
         RQ, ``handler=`` or ``start_method=`` for processes.
 
@@ -83,6 +89,7 @@ class Pool:
         registry: CollectorRegistry | None = None,
         max_payload_chars: int | None = None,
         limits: Limits | dict[str, int] | None = None,
+        inline_max_chars: int = 0,
         **backend_options: Any,
     ) -> None:
         if backend not in BACKENDS:
@@ -102,6 +109,10 @@ class Pool:
             backend, workers, self.timeout_ms, queue_size, self.metrics, backend_options
         )
         self._threads: ThreadPoolExecutor | None = None
+        # Jobs run inline apply the same ceilings as the workers: the pool's, else the
+        # environment the process backend's workers inherit from this process.
+        self._inline = Inline(inline_max_chars, ceiling or operator_limits(), self.metrics) \
+            if inline_max_chars > 0 else None
 
     def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
                arrived: float | None = None) -> dict:
@@ -116,6 +127,8 @@ class Pool:
         ms, refused = self._door(op, payload, timeout_ms)
         if refused is not None:
             return self._answer_now(op, start, refused)
+        if self._inline is not None and self._inline.takes(op, payload):
+            return self._inline.run(op, payload, ms / 1000.0, arrived)
         return self._impl.submit(op, payload, timeout_ms=ms, **_arrival(arrived))
 
     def map(
@@ -163,6 +176,8 @@ class Pool:
         ms, refused = self._door(op, payload, timeout_ms)
         if refused is not None:
             return self._answer_now(op, start, refused)
+        if self._inline is not None and self._inline.takes(op, payload):
+            return self._inline.run(op, payload, ms / 1000.0, arrived)
         native = getattr(self._impl, "asubmit", None)
         if native is not None:
             return await native(op, payload, timeout_ms=ms, **_arrival(arrived))
@@ -192,6 +207,9 @@ class Pool:
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop taking jobs, let in-flight ones finish for up to ``timeout`` s, stop workers."""
+        inline, self._inline = self._inline, None  # a closed pool runs nothing, here either
+        if inline is not None:
+            inline.close()
         self._impl.close(timeout=timeout)
         if self._threads is not None:
             self._threads.shutdown(wait=False, cancel_futures=True)

@@ -228,6 +228,11 @@ def _serve_parser(sub: Any) -> None:
                        help="a job payload with more characters is answered 413 "
                             "payload_too_large, never carried to a worker "
                             "(default: the max-chars ceiling + 1000000 for tools and options)")
+    serve.add_argument("--inline-max-chars", type=_bounded_int(0, 1 << 20), default=None,
+                       help="decode jobs whose text (tools aside) has at most this many "
+                            "characters run in the serving process, without a round trip to "
+                            "a worker, once it has built their tools' codec; 0 turns it off "
+                            "(default: 2048 with the process backend, 0 with rq)")
     serve.add_argument("--max-body", type=_bounded_int(1024, 1 << 30), default=10 * 1024 * 1024,
                        help="largest request body in bytes; larger is answered 413 "
                             "payload_too_large (default: 10 MiB)")
@@ -313,7 +318,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                            args.upstream, key, args.tools_as_prompt,
                            args.upstream_timeout_s, max_chars=args.max_chars,
                            max_depth=args.max_depth,
-                           max_payload_chars=args.max_payload_chars, models=models,
+                           max_payload_chars=args.max_payload_chars,
+                           inline_max_chars=args.inline_max_chars, models=models,
                            proxy=proxy, header_timeout_s=args.header_timeout_s,
                            max_header_bytes=args.max_header_bytes,
                            shutdown_delay_s=args.shutdown_delay_s))

@@ -53,7 +53,28 @@ def test_every_op_answers_its_envelope(server, op, payload, check) -> None:
     assert response.status_code == 200  # status ok, even when result.ok is false
     envelope = response.json()
     assert envelope["status"] == "ok" and envelope["op"] == op and check(envelope["result"])
-    assert envelope["backend"] == "process"
+    # a small decode whose tools the service has seen runs in the serving process
+    assert envelope["backend"] in ({"process", "inline"} if op == "decode" else {"process"})
+
+
+def test_a_small_decode_runs_inline_once_its_tools_are_known(server) -> None:
+    payload = {"text": 'Sure. <tool_call>{"name": "get_weather", "arguments": '
+                       '{"city": "Bergen",}}</tool_call>', "tools": TOOLS}
+    first = post(server, "/v1/decode", payload).json()
+    answers = [first]
+    end = time.monotonic() + 30
+    while answers[-1]["backend"] != "inline" and time.monotonic() < end:
+        answers.append(post(server, "/v1/decode", payload).json())
+    assert answers[-1]["backend"] == "inline", answers[-1]
+    assert {a["backend"] for a in answers} <= {"process", "inline"}
+    assert all(a["result"] == first["result"] for a in answers)
+    assert first["result"]["calls"][0]["arguments"] == {"city": "Bergen"}
+    count = samples(server)[("toolcodec_jobs_total", (("backend", "inline"), ("op", "decode"),
+                                                      ("outcome", "success")))]
+    assert count >= 1
+    # too big to run here: a worker's
+    big = {**payload, "text": payload["text"] + " " * 3000}
+    assert post(server, "/v1/decode", big).json()["backend"] == "process"
 
 
 def test_batch_answers_in_order(server) -> None:

@@ -207,11 +207,12 @@ def _serve(conn: socket.socket, target: Handler | str, stray: list[socket.socket
             data = _recv_frame(conn)
         except (EOFError, OSError):
             return
-        out = _answer(handler, data)
+        out = answer(handler, data)
         conn.sendall(_HEADER.pack(len(out)) + out)
 
 
-def _answer(handler: Handler, data: bytes) -> bytes:
+def answer(handler: Handler, data: bytes) -> bytes:
+    """The encoded envelope a worker sends back for the encoded job ``data``."""
     try:
         job = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

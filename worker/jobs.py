@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
 import toolcodec as codec
 from toolcodec.errors import BAD_REQUEST, TIMEOUT, json_kind
 from toolcodec.limits import Limits
-from toolcodec.toolcodec import ToolCallCodec, codec_for
+from toolcodec.toolcodec import ToolCallCodec, cached_codec, codec_for
 from toolcodec.tools import InvalidToolsError
 from toolcodec.worker import faults
 from toolcodec.worker.envelope import BadRequest, envelope, error_envelope, internal_error
@@ -27,6 +28,9 @@ from toolcodec.worker.limits import ENV as LIMIT_ENV
 from toolcodec.worker.limits import LimitsError, job_limits, operator_limits
 
 FAULT_ENV = "TOOLCODEC_FAULT_INJECTION"
+# The operator's ceilings for a job run outside a worker process (``toolcodec.worker.inline``),
+# which are the pool's, not this process's environment's; None: the environment's.
+CEILING: ContextVar[Limits | None] = ContextVar("toolcodec_ceiling", default=None)
 # The ToolCallCodec options a payload may set, and their JSON types. Heuristics and pipelines
 # are code, and code never arrives in a job.
 CODEC_OPTIONS = {"nfkc_strings": bool, "starts_in_reasoning": bool, "limits": dict,
@@ -225,6 +229,38 @@ def _codec(payload: dict, *, tools_required: bool) -> ToolCallCodec:
     The tool definitions are checked once, by the codec (``InvalidToolsError``), which
     answers ``bad_request`` here.
     """
+    tools, kwargs = _codec_args(payload, tools_required=tools_required)
+    try:
+        return codec_for(tools, **kwargs)
+    except InvalidToolsError as exc:
+        raise BadRequest(f"tools rejected: {exc}", "payload.tools") from exc
+    except ValueError as exc:  # an unknown format id or reasoning family
+        field = ("payload.options.starts_in_reasoning" if "starts_in_reasoning" in str(exc)
+                 else "payload.options.formats")
+        raise BadRequest(f"{field}: {exc}", field) from exc
+
+
+def codec_ready(payload: dict) -> bool:
+    """Whether this process has already built the codec a decode job with ``payload`` uses
+    (False for a payload whose tools or options are refused: a worker answers those)."""
+    try:
+        tools, kwargs = _codec_args(payload, tools_required=False)
+        return cached_codec(tools, **kwargs) is not None
+    except Exception:  # noqa: BLE001 - any refusal: not ready here
+        return False
+
+
+def build_codec(payload: dict) -> None:
+    """Build (and cache) the codec a decode job with ``payload`` uses; quiet on a refusal."""
+    try:
+        _codec(payload, tools_required=False)
+    except Exception:  # noqa: BLE001 - a worker answers a refused payload
+        pass
+
+
+def _codec_args(payload: dict, *, tools_required: bool) -> tuple[Any, dict[str, Any]]:
+    """The payload's ``tools`` and the keyword options ``codec_for`` takes for its
+    ``options``; ``BadRequest`` names what is refused."""
     tools = _field(payload, "tools", list, required=tools_required)
     options = _field(payload, "options", dict, required=False) or {}
     unknown = sorted(set(options) - set(CODEC_OPTIONS))
@@ -248,19 +284,16 @@ def _codec(payload: dict, *, tools_required: bool) -> ToolCallCodec:
             raise BadRequest("payload.options.formats must be a list of format ids, got "
                              f"{json_kind(formats)}", "payload.options.formats")
         kwargs["formats"] = tuple(sorted(set(formats)))  # hashable: the codec cache's key
-    try:
-        return codec_for(tools, **kwargs)
-    except InvalidToolsError as exc:
-        raise BadRequest(f"tools rejected: {exc}", "payload.tools") from exc
-    except ValueError as exc:  # an unknown format id or reasoning family
-        field = ("payload.options.starts_in_reasoning" if "starts_in_reasoning" in str(exc)
-                 else "payload.options.formats")
-        raise BadRequest(f"{field}: {exc}", field) from exc
+    return tools, kwargs
 
 
 def _ceiling() -> Limits:
-    """The operator's limits, from the worker's environment (``TOOLCODEC_MAX_CHARS``,
-    ``TOOLCODEC_MAX_DEPTH``) as it is now."""
+    """The operator's limits: the pool's for a job run outside a worker (:data:`CEILING`),
+    else the worker's environment's (``TOOLCODEC_MAX_CHARS``, ``TOOLCODEC_MAX_DEPTH``) as it
+    is now."""
+    given = CEILING.get()
+    if given is not None:
+        return given
     return _ceiling_of(os.environ.get(LIMIT_ENV["max_chars"]),
                        os.environ.get(LIMIT_ENV["max_depth"]))
 

@@ -36,6 +36,8 @@ from toolcodec.pool.service.header_guard import (
     guarded_protocol,
 )
 
+DEFAULT_INLINE_MAX_CHARS = 2048
+
 
 @dataclass(slots=True)
 class ServeConfig:
@@ -55,6 +57,9 @@ class ServeConfig:
     max_chars: int | None = None  # the codec's ceiling (None: TOOLCODEC_MAX_CHARS, else 8 M)
     max_depth: int | None = None
     max_payload_chars: int | None = None  # None: max_chars + 1 000 000
+    # Small decode jobs run in this process (toolcodec.pool.inline); None: 2048 with the
+    # process backend, 0 (off) with rq, whose workers' ceilings are set where they run.
+    inline_max_chars: int | None = None
     models: Any = None  # toolcodec.pool.proxy.settings.ModelSettings: options per model
     proxy: dict[str, Any] | None = None  # more toolcodec.pool.proxy.chat.ProxyConfig fields
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
@@ -127,8 +132,11 @@ def run(config: ServeConfig) -> int:
                                               ("max_depth", config.max_depth)) if value}
     if limits and config.backend == "process":
         options["limits"] = limits
+    inline = config.inline_max_chars
+    if inline is None:
+        inline = DEFAULT_INLINE_MAX_CHARS if config.backend == "process" else 0
     pool = Pool(config.backend, timeout_ms=config.timeout_ms, registry=REGISTRY,
-                max_payload_chars=config.max_payload_chars, **options)
+                max_payload_chars=config.max_payload_chars, inline_max_chars=inline, **options)
     try:
         service = Service(pool, timeout_ms=config.timeout_ms, max_body=config.max_body,
                           registry=REGISTRY, ready=_readiness(pool, config),

@@ -1,0 +1,125 @@
+"""Small decode jobs run in the calling process, without a round trip to a worker.
+
+Under a chat backend's load the round trip costs more than the job: for a decode of a few
+hundred characters (about 0.1 ms of codec time) the serving process spent about 0.18 ms
+handing the job over and collecting its answer, and the worker about 0.1 ms more receiving
+and answering it, most of it in wake-ups on a busy machine (``docs/capacity.md``). So a job
+the pool knows to be cheap runs where it was asked for:
+
+- its op is ``decode`` or ``decode_block``;
+- its payload, tools aside, holds at most ``max_chars`` characters (strings and container
+  items, as ``toolcodec.pool.door`` counts them). The codec's cost is linear, under 0.3 µs a
+  character in its worst constructs (``tests/benchmarks/bench_worst_case.py``), so such a job
+  ends in about a millisecond whatever the text. This bound, not a kill, is what keeps the
+  caller's deadline: a job that runs here cannot be stopped, which is why the size is small;
+- this process has already built the codec for its tools and options. On a first sight the
+  job goes to a worker, and the codec is built here on a background thread, at most
+  :data:`BUILDS_PER_S` a second, so that a caller cycling through more tool sets than the
+  codec's cache holds cannot keep this process busy building them.
+
+Its envelope is the worker's (``toolcodec.worker.inline``) with ``backend`` ``"inline"``, and
+it is counted under that label. A job whose budget was spent before it got here (``arrived``)
+is shed as a worker's would be.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import threading
+import time
+from typing import Any
+
+from toolcodec.errors import BAD_REQUEST
+from toolcodec.limits import Limits
+from toolcodec.pool.door import payload_size
+from toolcodec.worker.deadlines import shed_envelope
+from toolcodec.worker.envelope import complete, error_envelope
+from toolcodec.worker.inline import build_here, ready_here, run_here
+from toolcodec.worker.metrics import Metrics
+
+BACKEND = "inline"
+OPS = frozenset({"decode", "decode_block"})
+BUILDS_PER_S = 20.0
+_PENDING_BUILDS = 8  # tool sets waiting to be built; more are left for a later sight
+
+
+class Inline:
+    """Runs the jobs it :meth:`takes`; see the module docstring."""
+
+    def __init__(self, max_chars: int, ceiling: Limits | None,
+                 metrics: Metrics | None = None) -> None:
+        if max_chars < 1:
+            raise ValueError(f"inline max_chars must be at least 1, got {max_chars}")
+        self.max_chars = max_chars
+        self.ceiling = ceiling
+        self.metrics = metrics
+        self._ids = itertools.count(1)
+        self._id_prefix = f"{os.getpid()}-inline-"
+        self._builds: queue.Queue[dict | None] = queue.Queue(_PENDING_BUILDS)
+        self._builder: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def takes(self, op: str, payload: Any) -> bool:
+        """Whether the job runs here; a first sight of its codec has it built for next time."""
+        if op not in OPS or not isinstance(payload, dict) or not self._small(payload):
+            return False
+        if ready_here(payload, self.ceiling):
+            return True
+        self._build_later(payload)
+        return False
+
+    def run(self, op: str, payload: dict, budget_s: float, arrived: float | None = None) -> dict:
+        """Run the job now and return its complete envelope, counted on the metrics."""
+        now = time.monotonic()
+        start = now if arrived is None else min(arrived, now)
+        left = start + budget_s - now
+        if left <= 0:
+            out = shed_envelope(op, budget_s, now - start, 0.0)
+        else:
+            job = {"id": f"{self._id_prefix}{next(self._ids)}", "op": op, "payload": payload,
+                   "deadline": time.time() + left}
+            try:
+                out = run_here(job, self.ceiling)
+            except TypeError as exc:
+                out = error_envelope(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
+        envelope = complete(out, op, BACKEND, start)
+        if self.metrics is not None:
+            self.metrics.observe(op, BACKEND, envelope)
+        return envelope
+
+    def _small(self, payload: dict) -> bool:
+        size = 0
+        for key, value in payload.items():
+            if key != "tools":
+                size += len(key) + 1 + payload_size(value, self.max_chars - size)
+                if size > self.max_chars:
+                    return False
+        return True
+
+    def _build_later(self, payload: dict) -> None:
+        if self._builder is None:
+            with self._lock:
+                if self._builder is None:
+                    self._builder = threading.Thread(target=self._build, daemon=True,
+                                                     name="toolcodec-pool-inline-builder")
+                    self._builder.start()
+        try:
+            self._builds.put_nowait(payload)
+        except queue.Full:
+            pass  # built on a later sight
+
+    def _build(self) -> None:
+        while (payload := self._builds.get()) is not None:
+            if not ready_here(payload, self.ceiling):
+                build_here(payload, self.ceiling)
+                time.sleep(1.0 / BUILDS_PER_S)
+
+    def close(self) -> None:
+        """Stop the builder thread (a build under way finishes first)."""
+        if self._builder is not None:
+            try:
+                self._builds.put(None, timeout=1.0)
+            except queue.Full:
+                pass  # a daemon thread: it ends with the process

@@ -1,0 +1,159 @@
+"""Small decode jobs run in the calling process (``Pool(inline_max_chars=N)``): the same
+envelope a worker sends, under the pool's ceilings, counted under ``backend="inline"``, and
+never for a job that is too big, of another op, or whose tools' codec is not built here yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry
+from toolcodec.pool import Pool
+from toolcodec.pool.inline import Inline
+from toolcodec.pool.proxy.settings import job_options
+from toolcodec.worker.inline import ready_here
+
+from tests.test_equivalence import IDS, MODELS, ROWS, TOOLS, check_events, expected, model_of
+from tests.test_equivalence import pool_stream as run_pool_stream
+
+CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "days": "3"}}</tool_call>'
+
+
+def inline_ready(pool: Pool, op: str, payload: dict, timeout_s: float = 30.0) -> dict:
+    """Submit until the job runs inline (its codec built on a first sight), and return
+    that envelope; fails if it never does."""
+    end = time.monotonic() + timeout_s
+    while True:
+        out = pool.submit(op, payload)
+        if out["backend"] == "inline" or time.monotonic() > end:
+            assert out["backend"] == "inline", out
+            return out
+        while not ready_here(payload, pool._inline.ceiling) and time.monotonic() < end:
+            time.sleep(0.01)
+
+
+@pytest.fixture(scope="module")
+def pools():
+    registry = CollectorRegistry()
+    with Pool("process", workers=1, timeout_ms=5000, registry=registry,
+              inline_max_chars=100_000) as inline, \
+            Pool("process", workers=1, timeout_ms=5000, registry=CollectorRegistry()) as plain:
+        yield inline, plain, registry
+
+
+def jobs_counted(registry: CollectorRegistry, op: str, backend: str) -> float:
+    return sum(registry.get_sample_value("toolcodec_jobs_total",
+                                         {"op": op, "backend": backend, "outcome": o}) or 0.0
+               for o in ("success", "failure", "timeout", "rejected", "worker_lost"))
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_a_decode_run_inline_is_the_workers_answer(pools, row) -> None:
+    inline, plain, _ = pools
+    payload = {"text": row["content"], "tools": TOOLS,
+               "options": job_options(MODELS.for_model(model_of(row)))}
+    here = inline_ready(inline, "decode", payload)
+    there = plain.submit("decode", payload)
+    assert there["backend"] == "process"
+    assert here["status"] == there["status"] == "ok"
+    assert here["result"] == there["result"] == expected(row)
+
+
+def test_pool_stream_blocks_run_inline_and_decode_as_decode(pools) -> None:
+    inline, _, registry = pools
+    before = jobs_counted(registry, "decode_block", "inline")
+    for row in ROWS:
+        for seed in ("first", "again"):  # a first sight builds the codec, then it is used
+            result, events = run_pool_stream(inline, row, f"{row['name']}:{seed}")
+            assert result == expected(row), row["name"]
+            check_events(events, result)
+    assert jobs_counted(registry, "decode_block", "inline") > before
+
+
+def test_what_is_not_taken_goes_to_a_worker(pools) -> None:
+    inline, _, _ = pools
+    small = {"text": CALL, "tools": TOOLS}
+    assert inline_ready(inline, "decode", small)["result"]["calls"][0]["arguments"] == \
+        {"city": "Oslo", "days": 3}
+    big = {"text": CALL + " " * 100_000, "tools": TOOLS}  # over inline_max_chars
+    assert inline.submit("decode", big)["backend"] == "process"
+    assert inline.submit("repair", {"text": "{'a': 1,}"})["backend"] == "process"
+    # the same tools with other options are another codec: its first sight is a worker's
+    other = {"text": CALL, "tools": TOOLS, "options": {"formats": ["hermes"]}}
+    assert not ready_here(other, inline._inline.ceiling)
+    assert inline.submit("decode", other)["backend"] == "process"
+
+
+def test_the_tools_do_not_count_toward_the_size() -> None:
+    runner = Inline(200, None)
+    many = [{"type": "function", "function": {"name": f"tool_{i}", "description": "x" * 50,
+                                              "parameters": {"type": "object"}}}
+            for i in range(50)]
+    assert runner._small({"text": "x" * 150, "tools": many})
+    assert not runner._small({"text": "x" * 250, "tools": []})
+    assert not runner._small({"message": {"role": "assistant", "content": "x" * 250}})
+
+
+def test_inline_jobs_apply_the_pools_ceilings() -> None:
+    deep = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "days": 3, ' \
+           '"x": [[[[[[1]]]]]]}}</tool_call>'
+    payload = {"text": deep, "tools": TOOLS}
+    with Pool("process", workers=1, timeout_ms=5000, registry=CollectorRegistry(),
+              limits={"max_depth": 4}, inline_max_chars=10_000) as pool, \
+            Pool("process", workers=1, timeout_ms=5000, registry=CollectorRegistry(),
+                 limits={"max_depth": 4}) as plain:
+        here = inline_ready(pool, "decode", payload)
+        worker = plain.submit("decode", payload)
+    assert worker["backend"] == "process"
+    assert here["result"] == worker["result"]
+    assert [e["code"] for e in here["result"]["errors"]] == ["nesting_too_deep"]
+
+
+def test_inline_jobs_are_counted_under_their_own_backend(pools) -> None:
+    inline, _, registry = pools
+    payload = {"text": CALL + " counted", "tools": TOOLS}
+    inline_ready(inline, "decode", payload)
+    before = jobs_counted(registry, "decode", "inline")
+    assert inline.submit("decode", payload)["backend"] == "inline"
+    assert jobs_counted(registry, "decode", "inline") == before + 1
+    assert registry.get_sample_value("toolcodec_job_duration_seconds_count",
+                                     {"op": "decode", "backend": "inline"}) >= 1
+
+
+def test_a_job_whose_budget_was_spent_before_it_came_is_shed(pools) -> None:
+    inline, _, _ = pools
+    payload = {"text": CALL, "tools": TOOLS}
+    inline_ready(inline, "decode", payload)
+    out = asyncio.run(inline.asubmit("decode", payload, timeout_ms=50,
+                                     arrived=time.monotonic() - 1.0))
+    assert out["backend"] == "inline" and out["status"] == "rejected"
+    assert out["error"]["code"] == "rejected" and out["error"]["reason"] == "shed"
+
+
+def test_a_payload_that_is_not_json_is_refused_as_a_worker_refuses_it(pools) -> None:
+    inline, plain, _ = pools
+    payload = {"text": CALL, "tools": TOOLS}
+    inline_ready(inline, "decode", payload)
+    odd = {**payload, "finish_reason": {1, 2}}  # a set: not JSON data
+    here, there = inline.submit("decode", odd), plain.submit("decode", odd)
+    assert here["backend"] == "inline"
+    assert here["status"] == there["status"] == "error"
+    assert here["error"] == there["error"]
+    assert here["error"]["code"] == "bad_request"
+
+
+def test_a_closed_pool_runs_nothing_inline() -> None:
+    payload = {"text": CALL, "tools": TOOLS}
+    pool = Pool("process", workers=1, timeout_ms=5000, registry=CollectorRegistry(),
+                inline_max_chars=10_000)
+    inline_ready(pool, "decode", payload)
+    pool.close()
+    out = pool.submit("decode", payload)
+    assert out["backend"] == "process" and out["status"] == "rejected"
+
+
+def test_inline_max_chars_must_be_positive_when_given() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        Inline(0, None)
