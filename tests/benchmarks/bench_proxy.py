@@ -1,7 +1,7 @@
 """The repairing proxy under load, against the upstream alone, in one run.
 
     python tests/benchmarks/bench_proxy.py [--duration S] [--inflight N] [--streams N]
-                                           [-- proxy options, e.g. --workers 2]
+                                           [--instances N] [-- proxy options, e.g. --workers 2]
 
 Upstream is the recorded-output STAND-IN (``tests/upstream_standin.py``, real HTTP/SSE on
 loopback, in its own process). The proxy is ``toolcodec serve --upstream URL`` in its own
@@ -18,7 +18,8 @@ ratio, the added p50/p99, and through the proxy the share of answers decoded, sh
 proxy said it did not decode: ``rejected``, HTTP 429/503) and otherwise undecoded. Each answer
 asks for the proxy's report (``x-toolcodec-report: 1``) to tell which. Last, requests paced
 below capacity (``--below`` times the proxy's closed-loop rate, open loop), where every
-answer should be decoded.
+answer should be decoded. With ``--instances N`` the proxy is N ``toolcodec serve`` processes
+(replicas, as a deployment runs them to use more cores) and the connections go to each in turn.
 """
 
 from __future__ import annotations
@@ -203,36 +204,40 @@ async def connection(url: str, payloads: list[bytes], offset: int, stop: float, 
         writer.close()
 
 
-async def run_phase(url: str, stream: bool, clients: int, duration: float,
-                    judge: bool, pid: int = 0) -> Phase:
-    host = url.split("//", 1)[1]
+async def run_phase(urls: list[str], stream: bool, clients: int, duration: float,
+                    judge: bool, pids: tuple[int, ...] = ()) -> Phase:
+    """``clients`` keep-alive connections, spread over ``urls`` in turn (several proxy
+    instances: the balancing a Service in front of replicas does)."""
+    host = urls[0].split("//", 1)[1]
     payloads = [request_bytes(host, b) for b in bodies(stream)]
     phase = Phase()
-    cpu0 = cpu_seconds(pid) if pid else 0.0
+    cpu0 = sum(map(cpu_seconds, pids))
     t0 = time.perf_counter()
-    await asyncio.gather(*(connection(url, payloads, k, t0 + duration, phase, stream, judge)
-                           for k in range(clients)))
+    await asyncio.gather(*(connection(urls[k % len(urls)], payloads, k, t0 + duration, phase,
+                                      stream, judge) for k in range(clients)))
     phase.wall = time.perf_counter() - t0
-    phase.cpu = cpu_seconds(pid) - cpu0 if pid else 0.0
+    phase.cpu = sum(map(cpu_seconds, pids)) - cpu0
     return phase
 
 
-async def run_paced(url: str, rate: float, duration: float) -> Phase:
+async def run_paced(urls: list[str], rate: float, duration: float) -> Phase:
     """Non-stream requests sent at ``rate`` per second whether or not earlier ones have
-    answered (open loop), on as many keep-alive connections as that takes; latency counts
-    from each request's intended send time."""
-    host, port = url.split("//", 1)[1].split(":")
-    payloads = [request_bytes(f"{host}:{port}", b) for b in bodies(False)]
-    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    answered (open loop), on as many keep-alive connections as that takes, to ``urls`` in
+    turn; latency counts from each request's intended send time."""
+    addresses = [url.split("//", 1)[1].split(":") for url in urls]
+    payloads = [request_bytes(urls[0].split("//", 1)[1], b) for b in bodies(False)]
+    idle: list[list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = [[] for _ in urls]
     phase = Phase()
 
     async def one(k: int, due: float) -> None:
-        conn = idle.pop() if idle else await asyncio.open_connection(host, int(port))
+        i = k % len(urls)
+        host, port = addresses[i]
+        conn = idle[i].pop() if idle[i] else await asyncio.open_connection(host, int(port))
         conn[1].write(payloads[k % len(payloads)])
         status, body = await read_response(conn[0], [])
         phase.latencies.append(time.perf_counter() - due)
         phase.outcomes[outcome(status, body, False)] += 1
-        idle.append(conn)
+        idle[i].append(conn)
 
     t0 = time.perf_counter()
     tasks, k = [], 0
@@ -242,7 +247,7 @@ async def run_paced(url: str, rate: float, duration: float) -> Phase:
         k += 1
     await asyncio.gather(*tasks)
     phase.wall = time.perf_counter() - t0
-    for _, writer in idle:
+    for _, writer in (conn for conns in idle for conn in conns):
         writer.close()
     return phase
 
@@ -279,21 +284,21 @@ def report(name: str, direct: Phase, proxied: Phase, stream: bool) -> None:
           f"shed {proxied.outcomes['shed'] / n:.1%}  [{shares}]")
 
 
-async def measure(upstream: str, proxy: str, args: argparse.Namespace, pids: tuple[int, int]
-                  ) -> None:
+async def measure(upstream: str, proxies: list[str], args: argparse.Namespace,
+                  pids: tuple[int, tuple[int, ...]]) -> None:
     for stream in (False, True):  # warm both paths: connections, codecs, workers
-        await run_phase(proxy, stream, 8, 1.0, judge=False)
+        await run_phase(proxies, stream, 8 * len(proxies), 1.0, judge=False)
     rate = 0.0
     for stream, clients in ((False, args.inflight), (True, args.streams)):
-        direct = await run_phase(upstream, stream, clients, args.duration, judge=False,
-                                 pid=pids[0])
-        proxied = await run_phase(proxy, stream, clients, args.duration, judge=True,
-                                  pid=pids[1])
+        direct = await run_phase([upstream], stream, clients, args.duration, judge=False,
+                                 pids=(pids[0],))
+        proxied = await run_phase(proxies, stream, clients, args.duration, judge=True,
+                                  pids=pids[1])
         name = (f"streams: {clients} concurrent" if stream
                 else f"non-stream: {clients} requests in flight")
         report(name, direct, proxied, stream)
         rate = rate or proxied.rate
-    paced = await run_paced(proxy, rate * args.below, args.duration)
+    paced = await run_paced(proxies, rate * args.below, args.duration)
     n = sum(paced.outcomes.values()) or 1
     print(f"\nbelow capacity: non-stream at {rate * args.below:.0f} req/s offered "
           f"({args.below:.0%} of the proxy's rate at {args.inflight} in flight), open loop")
@@ -309,18 +314,24 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=200)
     parser.add_argument("--below", type=float, default=0.5,
                         help="the paced phase's rate, as a share of the 64-in-flight rate")
+    parser.add_argument("--instances", type=int, default=1,
+                        help="proxy instances (replicas), connections spread over them in turn")
     parser.add_argument("proxy_options", nargs="*")
     args = parser.parse_args()
     standin, url = start_standin()
-    proxy = ServeProcess("--upstream", url, *args.proxy_options).start()
+    proxies = [ServeProcess("--upstream", url, *args.proxy_options).start()
+               for _ in range(args.instances)]
     try:
+        instances = f"{args.instances} instances of " if args.instances > 1 else ""
         print(f"{os.cpu_count()} CPUs (shared), load average {os.getloadavg()[0]:.1f}; "
-              f"proxy: toolcodec serve --upstream {' '.join(args.proxy_options) or '(defaults)'}"
+              f"proxy: {instances}toolcodec serve --upstream "
+              f"{' '.join(args.proxy_options) or '(defaults)'}"
               f"; {len(TOOL_SETS)} tool sets, {len(CASES)} recorded outputs")
-        assert proxy.proc is not None
-        asyncio.run(measure(url, proxy.url, args, (standin.pid, proxy.proc.pid)))
+        pids = tuple(p.proc.pid for p in proxies if p.proc is not None)
+        asyncio.run(measure(url, [p.url for p in proxies], args, (standin.pid, pids)))
     finally:
-        proxy.stop()
+        for proxy in proxies:
+            proxy.stop()
         standin.kill()
         standin.wait()
 
