@@ -18,13 +18,17 @@ the pool knows to be cheap runs where it was asked for:
   codec's cache holds cannot keep this process busy building them.
 
 Its envelope is the worker's (``toolcodec.worker.inline``) with ``backend`` ``"inline"``, and
-it is counted under that label. A job whose budget was spent before it got here (``arrived``)
-is shed as a worker's would be.
+it is counted under that label. A job starts only while its budget still holds its expected
+run time (the op's recent inline runs, :class:`toolcodec.pool.admission.RunTimes`); one that
+cannot, because its budget was spent before it got here (``arrived``) or is smaller than
+that, is shed as a worker's would be: since it could not be stopped once started, it is not
+started.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import queue
 import threading
@@ -33,6 +37,7 @@ from typing import Any
 
 from toolcodec.errors import BAD_REQUEST
 from toolcodec.limits import Limits
+from toolcodec.pool.admission import RunTimes
 from toolcodec.pool.door import payload_size
 from toolcodec.worker.deadlines import shed_envelope
 from toolcodec.worker.envelope import complete, error_envelope
@@ -42,6 +47,7 @@ from toolcodec.worker.metrics import Metrics
 BACKEND = "inline"
 OPS = frozenset({"decode", "decode_block"})
 BUILDS_PER_S = 20.0
+RUN_FLOOR_S = 0.0001  # the least an inline job is expected to take
 _PENDING_BUILDS = 8  # tool sets waiting to be built; more are left for a later sight
 
 
@@ -55,6 +61,8 @@ class Inline:
         self.max_chars = max_chars
         self.ceiling = ceiling
         self.metrics = metrics
+        # The whole expected run must fit: unlike a worker's, it cannot be cut short.
+        self.run_times = RunTimes(floor=RUN_FLOOR_S)
         self._ids = itertools.count(1)
         self._id_prefix = f"{os.getpid()}-inline-"
         self._builds: queue.Queue[dict | None] = queue.Queue(_PENDING_BUILDS)
@@ -75,8 +83,10 @@ class Inline:
         now = time.monotonic()
         start = now if arrived is None else min(arrived, now)
         left = start + budget_s - now
-        if left <= 0:
-            out = shed_envelope(op, budget_s, now - start, 0.0)
+        reserve = self.run_times.reserve(op, math.inf)  # all of it, whatever the budget
+        if left < reserve:
+            self.run_times.shed(op)
+            out = shed_envelope(op, budget_s, now - start, reserve)
         else:
             job = {"id": f"{self._id_prefix}{next(self._ids)}", "op": op, "payload": payload,
                    "deadline": time.time() + left}
@@ -84,6 +94,8 @@ class Inline:
                 out = run_here(job, self.ceiling)
             except TypeError as exc:
                 out = error_envelope(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
+            if out.get("status") == "ok":
+                self.run_times.observe(op, time.monotonic() - now)
         envelope = complete(out, op, BACKEND, start)
         if self.metrics is not None:
             self.metrics.observe(op, BACKEND, envelope)

@@ -132,6 +132,18 @@ def test_a_job_whose_budget_was_spent_before_it_came_is_shed(pools) -> None:
     assert out["error"]["code"] == "rejected" and out["error"]["reason"] == "shed"
 
 
+def test_a_budget_smaller_than_the_run_is_shed_not_overrun(pools) -> None:
+    # a worker's job could start and be killed at the deadline; an inline one cannot be
+    # stopped, so it starts only if its expected run fits
+    inline, _, _ = pools
+    payload = {"text": CALL, "tools": TOOLS}
+    inline_ready(inline, "decode", payload)
+    out = inline.submit("decode", payload, timeout_ms=0.001)
+    assert out["backend"] == "inline" and out["status"] == "rejected", out
+    assert out["error"]["reason"] == "shed" and out["error"]["reserve_ms"] >= 0.1
+    assert inline.submit("decode", payload)["status"] == "ok"  # the pool's budget fits it
+
+
 def test_a_payload_that_is_not_json_is_refused_as_a_worker_refuses_it(pools) -> None:
     inline, plain, _ = pools
     payload = {"text": CALL, "tools": TOOLS}
