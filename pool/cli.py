@@ -232,7 +232,7 @@ def _serve_parser(sub: Any) -> None:
                        help="decode jobs whose text (tools aside) has at most this many "
                             "characters run in the serving process, without a round trip to "
                             "a worker, once it has built their tools' codec; 0 turns it off "
-                            "(default: 2048 with the process backend, 0 with rq)")
+                            "(default: 1024 with the process backend, 0 with rq)")
     serve.add_argument("--max-body", type=_bounded_int(1024, 1 << 30), default=10 * 1024 * 1024,
                        help="largest request body in bytes; larger is answered 413 "
                             "payload_too_large (default: 10 MiB)")

@@ -8,10 +8,10 @@ the pool knows to be cheap runs where it was asked for:
 
 - its op is ``decode`` or ``decode_block``;
 - its payload, tools aside, holds at most ``max_chars`` characters (strings and container
-  items, as ``toolcodec.pool.door`` counts them). The codec's cost is linear, under 0.3 µs a
-  character in its worst constructs (``tests/benchmarks/bench_worst_case.py``), so such a job
-  ends in about a millisecond whatever the text. This bound, not a kill, is what keeps the
-  caller's deadline: a job that runs here cannot be stopped, which is why the size is small;
+  items, as ``toolcodec.pool.door`` counts them). The codec's cost is linear in the text; the
+  worst we know at 1024 characters takes 3.5 ms (``tests/benchmarks/bench_inline.py``). This
+  bound, not a kill, is what keeps the caller's deadline: a job that runs here cannot be
+  stopped, which is why the size is small;
 - this process has already built the codec for its tools and options. On a first sight the
   job goes to a worker, and the codec is built here on a background thread, at most
   :data:`BUILDS_PER_S` a second, so that a caller cycling through more tool sets than the

@@ -36,7 +36,7 @@ from toolcodec.pool.service.header_guard import (
     guarded_protocol,
 )
 
-DEFAULT_INLINE_MAX_CHARS = 2048
+DEFAULT_INLINE_MAX_CHARS = 1024
 
 
 @dataclass(slots=True)
@@ -57,7 +57,7 @@ class ServeConfig:
     max_chars: int | None = None  # the codec's ceiling (None: TOOLCODEC_MAX_CHARS, else 8 M)
     max_depth: int | None = None
     max_payload_chars: int | None = None  # None: max_chars + 1 000 000
-    # Small decode jobs run in this process (toolcodec.pool.inline); None: 2048 with the
+    # Small decode jobs run in this process (toolcodec.pool.inline); None: 1024 with the
     # process backend, 0 (off) with rq, whose workers' ceilings are set where they run.
     inline_max_chars: int | None = None
     models: Any = None  # toolcodec.pool.proxy.settings.ModelSettings: options per model
