@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import orjson
 from toolcodec.errors import BAD_REQUEST, PAYLOAD_TOO_LARGE
 from toolcodec.limits import Limits
 from toolcodec.worker.envelope import error_envelope
@@ -21,6 +22,8 @@ from toolcodec.worker.limits import operator_limits
 MAX_TIMEOUT_MS = 3_600_000.0
 # Payload characters on top of the text the codec may parse: tools, options, message fields.
 PAYLOAD_SLACK_CHARS = 1_000_000
+# Values counted one by one before a payload is measured by its JSON encoding instead.
+_QUICK_NODES = 64
 
 
 def default_max_payload_chars(ceiling: Limits | None = None) -> int:
@@ -44,8 +47,37 @@ def check_budget(timeout_ms: Any, default_ms: float) -> tuple[float | None, str 
 def payload_size(payload: Any, stop_after: int) -> int:
     """Characters in the payload's strings plus one per container item, counted without
     encoding anything; stops counting once past *stop_after* (so the cost is bounded)."""
-    total, stack = 0, [payload]
+    size = _walked_size(payload, stop_after, None)
+    assert size is not None
+    return size
+
+
+def within(payload: Any, max_chars: int) -> bool:
+    """Whether ``payload_size(payload)`` is at most *max_chars*, cheaply.
+
+    A payload of a few values is counted; one of many (a tool set) is encoded once, in C:
+    its JSON is at least as long as the size counts (every character of a string or key is
+    a byte or more, every container item has its own separator or bracket, every other value
+    a byte or more), so a short encoding settles it. Anything else is counted in full.
+    """
+    size = _walked_size(payload, max_chars, _QUICK_NODES)
+    if size is not None:
+        return size <= max_chars
+    try:
+        if len(orjson.dumps(payload)) <= max_chars:
+            return True
+    except TypeError:  # not JSON data: counted as it is
+        pass
+    return payload_size(payload, max_chars) <= max_chars
+
+
+def _walked_size(payload: Any, stop_after: int, max_nodes: int | None) -> int | None:
+    """``payload_size``; None if the payload has more than *max_nodes* values."""
+    total, stack, nodes = 0, [payload], 0
     while stack and total <= stop_after:
+        nodes += 1
+        if max_nodes is not None and nodes > max_nodes:
+            return None
         value = stack.pop()
         if isinstance(value, str):
             total += len(value)
@@ -69,8 +101,7 @@ def refusal(op: Any, payload: Any, max_chars: int) -> dict[str, Any] | None:
     if not isinstance(op, str):
         return error_envelope(name, "error", BAD_REQUEST,
                               f"op must be a string, got {type(op).__name__}", field="op")
-    size = payload_size(payload, max_chars)
-    if size > max_chars:
+    if not within(payload, max_chars):
         return error_envelope(name, "error", PAYLOAD_TOO_LARGE,
                               f"the payload has more than {max_chars} characters, the limit "
                               "on what is carried to a worker (Pool max_payload_chars, "

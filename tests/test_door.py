@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.pool import Pool
-from toolcodec.pool.door import MAX_TIMEOUT_MS, check_budget, payload_size
+from toolcodec.pool.door import MAX_TIMEOUT_MS, check_budget, payload_size, within
 from toolcodec.worker.jobs import run_job
 from toolcodec.worker.limits import LimitsError, job_limits, operator_limits
 
@@ -74,6 +74,22 @@ def test_payload_size_counts_every_string_character(value) -> None:
 
     assert payload_size(value, 10**9) == full(value)
     assert payload_size(value, 3) >= min(full(value), 4)
+
+
+@given(st.recursive(st.text(max_size=30) | st.integers() | st.floats(allow_nan=False)
+                    | st.booleans() | st.none(),
+                    lambda inner: st.lists(inner, max_size=8) | st.tuples(inner, inner)
+                    | st.dictionaries(st.text(max_size=5), inner, max_size=8), max_leaves=200),
+       st.integers(0, 3000))
+def test_within_answers_as_the_full_count_does(value, max_chars) -> None:
+    # many values take the encoding's shortcut, few the count: both must agree with it
+    assert within(value, max_chars) == (payload_size(value, 10**9) <= max_chars)
+
+
+def test_within_counts_what_json_cannot_carry() -> None:
+    odd = [{"k": b"x" * 10}] * 100  # bytes: not JSON data, so no shortcut
+    assert within(odd, 10**6) and not within(odd, 150)
+    assert not within({1: "x" * 50, "a": list(range(100))}, 120)  # a key that is no string
 
 
 def test_unknown_op_is_counted_as_unknown(pool) -> None:
