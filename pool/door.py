@@ -23,7 +23,7 @@ MAX_TIMEOUT_MS = 3_600_000.0
 # Payload characters on top of the text the codec may parse: tools, options, message fields.
 PAYLOAD_SLACK_CHARS = 1_000_000
 # Values counted one by one before a payload is measured by its JSON encoding instead.
-_QUICK_NODES = 64
+_QUICK_NODES = 16
 
 
 def default_max_payload_chars(ceiling: Limits | None = None) -> int:
