@@ -35,6 +35,7 @@ import threading
 import time
 from typing import Any
 
+import orjson
 from toolcodec.errors import BAD_REQUEST
 from toolcodec.limits import Limits
 from toolcodec.pool.admission import RunTimes
@@ -49,6 +50,7 @@ OPS = frozenset({"decode", "decode_block"})
 BUILDS_PER_S = 20.0
 RUN_FLOOR_S = 0.0001  # the least an inline job is expected to take
 _PENDING_BUILDS = 8  # tool sets waiting to be built; more are left for a later sight
+_CODEC_FIELDS = ("tools", "options")  # what a job's codec is built from
 
 
 class Inline:
@@ -65,7 +67,7 @@ class Inline:
         self.run_times = RunTimes(floor=RUN_FLOOR_S)
         self._ids = itertools.count(1)
         self._id_prefix = f"{os.getpid()}-inline-"
-        self._builds: queue.Queue[dict | None] = queue.Queue(_PENDING_BUILDS)
+        self._builds: queue.Queue[bytes | None] = queue.Queue(_PENDING_BUILDS)
         self._builder: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -117,13 +119,15 @@ class Inline:
                     self._builder = threading.Thread(target=self._build, daemon=True,
                                                      name="toolcodec-pool-inline-builder")
                     self._builder.start()
-        try:
-            self._builds.put_nowait(payload)
-        except queue.Full:
-            pass  # built on a later sight
+        try:  # a copy: the caller's payload is not read from another thread later
+            self._builds.put_nowait(orjson.dumps({key: payload[key] for key in _CODEC_FIELDS
+                                                  if key in payload}))
+        except (queue.Full, TypeError):
+            pass  # built on a later sight; not JSON data: a worker refuses the job
 
     def _build(self) -> None:
-        while (payload := self._builds.get()) is not None:
+        while (data := self._builds.get()) is not None:
+            payload = orjson.loads(data)
             if not ready_here(payload, self.ceiling):
                 build_here(payload, self.ceiling)
                 time.sleep(1.0 / BUILDS_PER_S)
