@@ -6,7 +6,8 @@ handing the job over and collecting its answer, and the worker about 0.1 ms more
 and answering it, most of it in wake-ups on a busy machine (``docs/capacity.md``). So a job
 the pool knows to be cheap runs where it was asked for:
 
-- its op is ``decode`` or ``decode_block``;
+- its op is ``decode`` or ``decode_block``, without a fault-injection field (``_sleep_s``:
+  a slow worker is what such a job stands for);
 - its payload, tools aside, holds at most ``max_chars`` characters (strings and container
   items, as ``toolcodec.pool.door`` counts them). The codec's cost is linear in the text; the
   worst we know at 1024 characters takes 3.5 ms (``tests/benchmarks/bench_inline.py``). This
@@ -73,7 +74,8 @@ class Inline:
 
     def takes(self, op: str, payload: Any) -> bool:
         """Whether the job runs here; a first sight of its codec has it built for next time."""
-        if op not in OPS or not isinstance(payload, dict) or not self._small(payload):
+        if op not in OPS or not isinstance(payload, dict) or not self._small(payload) \
+                or any(key.startswith("_") for key in payload):  # fault injection: a worker's
             return False
         if ready_here(payload, self.ceiling):
             return True

@@ -80,6 +80,11 @@ def test_what_is_not_taken_goes_to_a_worker(pools) -> None:
     big = {"text": CALL + " " * 100_000, "tools": TOOLS}  # over inline_max_chars
     assert inline.submit("decode", big)["backend"] == "process"
     assert inline.submit("repair", {"text": "{'a': 1,}"})["backend"] == "process"
+    block = {"text": CALL, "fmt": "tool_call", "tag": "tool_call", "body": [11, len(CALL) - 12],
+             "tools": TOOLS}
+    assert inline_ready(inline, "decode_block", block)["result"]["ok"]
+    slow = {**block, "_sleep_s": 0.0}  # a fault-injection field stands for a slow worker
+    assert inline.submit("decode_block", slow)["backend"] == "process"
     # the same tools with other options are another codec: its first sight is a worker's
     other = {"text": CALL, "tools": TOOLS, "options": {"formats": ["hermes"]}}
     assert not ready_here(other, inline._inline.ceiling)
