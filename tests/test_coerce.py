@@ -469,3 +469,18 @@ def test_recursive_ref_to_root():
     out, repairs = coerce_arguments(spec, {"v": "1", "kids": [{"v": "2", "kids": [{"v": "3"}]}]})
     assert out == {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}]}
     assert repairs == ["schema.coerce_integer"]
+
+
+class _Args(dict):
+    """A dict subclass, as a Python caller may pass: not JSON data for the fast check."""
+
+
+def test_a_python_caller_s_own_containers_are_coerced_like_plain_ones():
+    # On JSON data the compiled check's "no" is trusted; on other Python values jsonschema is
+    # asked instead, and the coercion must not differ
+    spec = ToolRegistry.from_tools([{"name": "t", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer"},
+                                         "tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["n"]}}]).get("t")
+    for raw in ({"n": "3", "tags": "x"}, {"n": 3, "tags": ["x"]}, {"n": "x"}):
+        assert coerce_arguments(spec, _Args(raw)) == coerce_arguments(spec, dict(raw))
