@@ -1,5 +1,5 @@
 """A response's status line and headers leave with its first body bytes, in one write
-(``toolcodec.pool.service.header_guard``): one system call per whole answer, not two."""
+(``toolcodec.pool.service.one_write``): one system call per whole answer, not two."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import socket
 
 import orjson
-from toolcodec.pool.service.header_guard import _HeadWithBody
+from toolcodec.pool.service.one_write import HeadWithBody
 
 from tests.serve_process import ServeProcess
 
@@ -34,7 +34,7 @@ class Recorder:
 def test_the_head_goes_with_the_first_body_bytes() -> None:
     async def run() -> list[bytes]:
         t = Recorder()
-        w = _HeadWithBody(t, asyncio.get_running_loop())
+        w = HeadWithBody(t, asyncio.get_running_loop())
         w.write(b"HEAD")
         w.write(b"body")
         w.write(b"more")
@@ -46,7 +46,7 @@ def test_the_head_goes_with_the_first_body_bytes() -> None:
 def test_a_head_without_a_body_leaves_at_the_end_of_the_turn() -> None:
     async def run() -> tuple[list[bytes], list[bytes]]:
         t = Recorder()
-        w = _HeadWithBody(t, asyncio.get_running_loop())
+        w = HeadWithBody(t, asyncio.get_running_loop())
         w.write(b"HEAD")
         before = list(t.writes)
         await asyncio.sleep(0)
@@ -57,7 +57,7 @@ def test_a_head_without_a_body_leaves_at_the_end_of_the_turn() -> None:
 def test_close_sends_what_is_held_first_and_a_late_flush_writes_nothing() -> None:
     async def run() -> Recorder:
         t = Recorder()
-        w = _HeadWithBody(t, asyncio.get_running_loop())
+        w = HeadWithBody(t, asyncio.get_running_loop())
         w.write(b"HEAD")
         w.close()
         await asyncio.sleep(0)  # the scheduled flush runs after the close: nothing to send
@@ -68,7 +68,7 @@ def test_close_sends_what_is_held_first_and_a_late_flush_writes_nothing() -> Non
 
 def test_the_rest_is_the_transport_s() -> None:
     async def run() -> int:
-        return _HeadWithBody(Recorder(), asyncio.get_running_loop()).get_write_buffer_size()
+        return HeadWithBody(Recorder(), asyncio.get_running_loop()).get_write_buffer_size()
     assert asyncio.run(run()) == 7
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 from toolcodec.errors import BAD_REQUEST
+from toolcodec.pool.service.one_write import HeadWithBody
 from toolcodec.worker.envelope import error_envelope
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -122,9 +123,9 @@ class HeaderGuardProtocol(HttpToolsProtocol):
         self._header_deadline = None
         self._cancel_header_timer()
         super().on_headers_complete()
-        cycle = self.cycle
+        cycle = self.cycle  # its answer leaves in one write (toolcodec.pool.service.one_write)
         if cycle is not None and cycle.transport is self.transport:
-            cycle.transport = _HeadWithBody(self.transport, self.loop)
+            cycle.transport = HeadWithBody(self.transport, self.loop)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -171,37 +172,3 @@ def guarded_protocol(header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
                              backend),
     })
 
-
-class _HeadWithBody:
-    """A response's transport whose first write (the status line and headers) waits for the
-    next one (the body) or the end of the loop's turn, so that a whole answer leaves in one
-    system call instead of two."""
-
-    __slots__ = ("_transport", "_loop", "_head")
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport, self._loop = transport, loop
-        self._head: bytes | None = b""  # b"": nothing written yet; None: head gone
-
-    def write(self, data: bytes) -> None:
-        head = self._head
-        if head == b"":
-            self._head = data
-            self._loop.call_soon(self._flush)
-            return
-        if head is not None:
-            self._head = None
-            data = head + data
-        self._transport.write(data)
-
-    def _flush(self) -> None:
-        head, self._head = self._head, None
-        if head and not self._transport.is_closing():
-            self._transport.write(head)
-
-    def close(self) -> None:
-        self._flush()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
