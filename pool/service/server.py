@@ -20,6 +20,7 @@ SIGINT (Ctrl-C), or a second SIGTERM, skips the delay.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import threading
@@ -150,10 +151,21 @@ def run(config: ServeConfig) -> int:
                             log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=config.drain_s, timeout_keep_alive=30,
                             http=http)
+        _freeze_startup_objects()
         _DrainingServer(uv, service, config.shutdown_delay_s, proxy).run()
     finally:
         pool.close(timeout=config.drain_s)
     return 0
+
+
+def _freeze_startup_objects() -> None:
+    """Leave what the process holds at startup (modules, the app, compiled patterns and
+    schemas) out of the garbage collector's full collections. Each one walked all of it while
+    the loop waited: about 10 ms, every few hundred requests under load, which was most of the
+    proxy's p99 (bench_proxy, 64 in flight: 38-39 ms without, 26-28 ms with). Collected first,
+    so no garbage is kept forever."""
+    gc.collect()
+    gc.freeze()
 
 
 def _proxy_routes(config: ServeConfig, pool: Pool, service: Service
