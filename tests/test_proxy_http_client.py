@@ -140,6 +140,15 @@ async def holding(request: Request, reader: asyncio.StreamReader,
     return None
 
 
+async def part_or_nothing(request: Request, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> bool:
+    """``/part``: 3 of 10 body bytes; anything else: no answer. Either way the connection is
+    held until the client closes it."""
+    if request.path == "/part":
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
+    return await eof(reader)
+
+
 async def until(condition: Callable[[], bool]) -> None:
     while not condition():
         await asyncio.sleep(0.001)
@@ -414,14 +423,8 @@ def test_a_connection_not_accepted_in_time_is_connect_timeout(run) -> None:
 
 
 def test_nothing_arriving_within_the_read_timeout_is_read_timeout(run) -> None:
-    async def answer(request: Request, reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter) -> bool:
-        if request.path == "/part":
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
-        return await eof(reader)
-
     async def test() -> None:
-        async with Server(answer) as server:
+        async with Server(part_or_nothing) as server:
             client = HTTPClient(server.url, read_timeout=0.05)
             with pytest.raises(ReadTimeout):
                 await client.request("GET", "/never")
@@ -637,14 +640,8 @@ def test_an_abandoned_body_that_ends_soon_keeps_its_connection(run) -> None:
 
 
 def test_a_cancelled_request_closes_its_connection(run) -> None:
-    async def answer(request: Request, reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter) -> bool:
-        if request.path == "/part":
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
-        return await eof(reader)
-
     async def test() -> None:
-        async with Server(answer) as server:
+        async with Server(part_or_nothing) as server:
             client = HTTPClient(server.url)
             task = asyncio.create_task(client.request("GET", "/never"))
             await until(lambda: len(server.requests) == 1)
