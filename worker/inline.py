@@ -9,6 +9,9 @@ this process's environment's, when the pool was given its own.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import orjson
 from toolcodec.limits import Limits
 from toolcodec.worker.child import answer
@@ -19,26 +22,27 @@ def run_here(job: dict, ceiling: Limits | None = None) -> dict:
     """The envelope a worker would send for ``job``; ``TypeError`` if it is not JSON data
     (a pool answers ``bad_request`` for it before any worker sees it, as here)."""
     data = orjson.dumps(job)
-    token = CEILING.set(ceiling)
-    try:
+    with _under(ceiling):
         return orjson.loads(answer(run_job, data))
-    finally:
-        CEILING.reset(token)
 
 
 def ready_here(payload: dict, ceiling: Limits | None = None) -> bool:
     """Whether this process has built the codec a decode job with ``payload`` uses."""
-    token = CEILING.set(ceiling)
-    try:
+    with _under(ceiling):
         return codec_ready(payload)
-    finally:
-        CEILING.reset(token)
 
 
 def build_here(payload: dict, ceiling: Limits | None = None) -> None:
     """Build the codec a decode job with ``payload`` uses (quiet if it is refused)."""
+    with _under(ceiling):
+        build_codec(payload)
+
+
+@contextmanager
+def _under(ceiling: Limits | None) -> Iterator[None]:
+    """The jobs' ceilings are ``ceiling`` (None: the environment's) inside the block."""
     token = CEILING.set(ceiling)
     try:
-        build_codec(payload)
+        yield
     finally:
         CEILING.reset(token)
