@@ -127,8 +127,9 @@ class Pool:
         ms, refused = self._door(op, payload, timeout_ms)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        if self._inline is not None and self._inline.takes(op, payload):
-            return self._inline.run(op, payload, ms / 1000.0, arrived)
+        codec = self._inline.takes(op, payload) if self._inline is not None else None
+        if codec is not None:
+            return self._inline.run(op, payload, ms / 1000.0, arrived, codec)
         return self._impl.submit(op, payload, timeout_ms=ms, **_arrival(arrived))
 
     def map(
@@ -176,8 +177,9 @@ class Pool:
         ms, refused = self._door(op, payload, timeout_ms)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        if self._inline is not None and self._inline.takes(op, payload):
-            return self._inline.run(op, payload, ms / 1000.0, arrived)
+        codec = self._inline.takes(op, payload) if self._inline is not None else None
+        if codec is not None:
+            return self._inline.run(op, payload, ms / 1000.0, arrived, codec)
         native = getattr(self._impl, "asubmit", None)
         if native is not None:
             return await native(op, payload, timeout_ms=ms, **_arrival(arrived))

@@ -41,6 +41,7 @@ from toolcodec.errors import BAD_REQUEST
 from toolcodec.limits import Limits
 from toolcodec.pool.admission import RunTimes
 from toolcodec.pool.door import payload_size
+from toolcodec.toolcodec import ToolCallCodec
 from toolcodec.worker.deadlines import shed_envelope
 from toolcodec.worker.envelope import complete, error_envelope
 from toolcodec.worker.inline import build_here, ready_here, run_here
@@ -72,18 +73,21 @@ class Inline:
         self._builder: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def takes(self, op: str, payload: Any) -> bool:
-        """Whether the job runs here; a first sight of its codec has it built for next time."""
+    def takes(self, op: str, payload: Any) -> ToolCallCodec | None:
+        """The codec the job runs with here, or None if it does not run here; a first sight of
+        its codec has it built for next time."""
         if op not in OPS or not isinstance(payload, dict) or not self._small(payload) \
                 or any(key.startswith("_") for key in payload):  # fault injection: a worker's
-            return False
-        if ready_here(payload, self.ceiling):
-            return True
-        self._build_later(payload)
-        return False
+            return None
+        codec = ready_here(payload, self.ceiling)
+        if codec is None:
+            self._build_later(payload)
+        return codec
 
-    def run(self, op: str, payload: dict, budget_s: float, arrived: float | None = None) -> dict:
-        """Run the job now and return its complete envelope, counted on the metrics."""
+    def run(self, op: str, payload: dict, budget_s: float, arrived: float | None = None,
+            codec: ToolCallCodec | None = None) -> dict:
+        """Run the job now and return its complete envelope, counted on the metrics;
+        ``codec``: what :meth:`takes` answered for it."""
         now = time.monotonic()
         start = now if arrived is None else min(arrived, now)
         left = start + budget_s - now
@@ -95,7 +99,7 @@ class Inline:
             job = {"id": f"{self._id_prefix}{next(self._ids)}", "op": op, "payload": payload,
                    "deadline": time.time() + left}
             try:
-                out = run_here(job, self.ceiling)
+                out = run_here(job, self.ceiling, codec)
             except TypeError as exc:
                 out = error_envelope(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
             if out.get("status") == "ok":
@@ -130,7 +134,7 @@ class Inline:
     def _build(self) -> None:
         while (data := self._builds.get()) is not None:
             payload = orjson.loads(data)
-            if not ready_here(payload, self.ceiling):
+            if ready_here(payload, self.ceiling) is None:
                 build_here(payload, self.ceiling)
                 time.sleep(1.0 / BUILDS_PER_S)
 

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from toolcodec.pool import Pool
 from toolcodec.pool.inline import Inline
 from toolcodec.pool.proxy.settings import job_options
-from toolcodec.worker.inline import ready_here
+from toolcodec.worker.inline import build_here, ready_here, run_here
 
 from tests.test_equivalence import IDS, MODELS, ROWS, TOOLS, check_events, expected, model_of
 from tests.test_equivalence import pool_stream as run_pool_stream
@@ -32,6 +32,29 @@ def inline_ready(pool: Pool, op: str, payload: dict, timeout_s: float = 30.0) ->
             return out
         while not ready_here(payload, pool._inline.ceiling) and time.monotonic() < end:
             time.sleep(0.01)
+
+
+RUN_HERE_PAYLOADS = {
+    "a call": {"text": CALL, "tools": TOOLS},
+    "a message": {"message": {"role": "assistant", "content": CALL}, "tools": TOOLS,
+                  "finish_reason": "length"},
+    "tools null": {"text": CALL, "tools": None},
+    "no tools": {"text": CALL},
+    "options": {"text": CALL, "tools": TOOLS, "options": {"nfkc_strings": True}},
+    "unknown field": {"text": CALL, "tools": TOOLS, "tool": "x"},
+    "text and message": {"text": CALL, "message": {"content": CALL}, "tools": TOOLS},
+    "bad finish_reason": {"text": CALL, "tools": TOOLS, "finish_reason": 5},
+}
+
+
+@pytest.mark.parametrize("payload", RUN_HERE_PAYLOADS.values(), ids=RUN_HERE_PAYLOADS)
+def test_a_job_given_the_codec_found_for_it_answers_as_one_that_looks_it_up(payload) -> None:
+    # The given codec keeps the tools out of the encoded job and skips the second lookup.
+    build_here(payload)
+    codec = ready_here(payload)
+    assert codec is not None
+    job = {"id": "t-1", "op": "decode", "payload": payload, "deadline": time.time() + 60}
+    assert run_here(job, None, codec) == run_here(job)
 
 
 @pytest.fixture(scope="module")

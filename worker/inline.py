@@ -5,31 +5,59 @@ The job goes through the same bytes a worker receives and sends back (``orjson``
 a payload that is not JSON data, a result that cannot be encoded and an exception in the
 codec are answered the same way. The operator's ceilings are the pool's (``ceiling``), not
 this process's environment's, when the pool was given its own.
+
+Given the codec the caller found for the payload (``ready_here``), the tools stay out of those
+bytes and the codec is not looked up again: the tools are JSON data (their canonical encoding
+is the codec cache's key), and a worker uses them only to find that codec.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import orjson
 from toolcodec.limits import Limits
+from toolcodec.toolcodec import ToolCallCodec
 from toolcodec.worker.child import answer
-from toolcodec.worker.jobs import CEILING, build_codec, codec_ready, run_job
+from toolcodec.worker.jobs import CEILING, GIVEN_CODEC, build_codec, codec_ready, run_job
 
 
-def run_here(job: dict, ceiling: Limits | None = None) -> dict:
+def run_here(job: dict, ceiling: Limits | None = None,
+             codec: ToolCallCodec | None = None) -> dict:
     """The envelope a worker would send for ``job``; ``TypeError`` if it is not JSON data
-    (a pool answers ``bad_request`` for it before any worker sees it, as here)."""
-    data = orjson.dumps(job)
+    (a pool answers ``bad_request`` for it before any worker sees it, as here). ``codec``:
+    what ``ready_here`` found for the job's payload, under the same ceiling."""
+    if codec is None:
+        data, handler = orjson.dumps(job), run_job
+    else:
+        payload = job["payload"]
+        data = orjson.dumps({**job, "payload": {k: v for k, v in payload.items()
+                                                if k != "tools"}})
+        handler = _given(codec, payload)
     with _under(ceiling):
-        return orjson.loads(answer(run_job, data))
+        return orjson.loads(answer(handler, data))
 
 
-def ready_here(payload: dict, ceiling: Limits | None = None) -> bool:
-    """Whether this process has built the codec a decode job with ``payload`` uses."""
+def ready_here(payload: dict, ceiling: Limits | None = None) -> ToolCallCodec | None:
+    """The codec a decode job with ``payload`` uses, if this process has built it."""
     with _under(ceiling):
         return codec_ready(payload)
+
+
+def _given(codec: ToolCallCodec, payload: dict) -> Any:
+    """``run_job`` with the caller's tools put back in the decoded job and ``codec`` as its
+    codec."""
+    def handler(job: dict) -> dict:
+        if "tools" in payload:
+            job["payload"]["tools"] = payload["tools"]
+        token = GIVEN_CODEC.set(codec)
+        try:
+            return run_job(job)
+        finally:
+            GIVEN_CODEC.reset(token)
+    return handler
 
 
 def build_here(payload: dict, ceiling: Limits | None = None) -> None:

@@ -31,6 +31,10 @@ FAULT_ENV = "TOOLCODEC_FAULT_INJECTION"
 # The operator's ceilings for a job run outside a worker process (``toolcodec.worker.inline``),
 # which are the pool's, not this process's environment's; None: the environment's.
 CEILING: ContextVar[Limits | None] = ContextVar("toolcodec_ceiling", default=None)
+# The codec a job run in the calling process uses: found there, for this very payload, just
+# before it ran (``toolcodec.worker.inline.run_here``), so it is not looked up twice.
+GIVEN_CODEC: ContextVar[ToolCallCodec | None] = ContextVar("toolcodec_given_codec",
+                                                           default=None)
 # The ToolCallCodec options a payload may set, and their JSON types. Heuristics and pipelines
 # are code, and code never arrives in a job.
 CODEC_OPTIONS = {"nfkc_strings": bool, "starts_in_reasoning": bool, "limits": dict,
@@ -229,6 +233,9 @@ def _codec(payload: dict, *, tools_required: bool) -> ToolCallCodec:
     The tool definitions are checked once, by the codec (``InvalidToolsError``), which
     answers ``bad_request`` here.
     """
+    given = GIVEN_CODEC.get()
+    if given is not None:
+        return given
     tools, kwargs = _codec_args(payload, tools_required=tools_required)
     try:
         return codec_for(tools, **kwargs)
@@ -240,14 +247,14 @@ def _codec(payload: dict, *, tools_required: bool) -> ToolCallCodec:
         raise BadRequest(f"{field}: {exc}", field) from exc
 
 
-def codec_ready(payload: dict) -> bool:
-    """Whether this process has already built the codec a decode job with ``payload`` uses
-    (False for a payload whose tools or options are refused: a worker answers those)."""
+def codec_ready(payload: dict) -> ToolCallCodec | None:
+    """The codec a decode job with ``payload`` uses, if this process has already built it
+    (None for a payload whose tools or options are refused: a worker answers those)."""
     try:
         tools, kwargs = _codec_args(payload, tools_required=False)
-        return cached_codec(tools, **kwargs) is not None
+        return cached_codec(tools, **kwargs)
     except Exception:  # noqa: BLE001 - any refusal: not ready here
-        return False
+        return None
 
 
 def build_codec(payload: dict) -> None:
