@@ -109,6 +109,8 @@ def normalize_payload(
 
     Raises `NestingTooDeep` when containers nest deeper than *max_depth* (if given).
     """
+    if isinstance(value, dict) and _flat_ascii(value):  # most calls' arguments: no walk
+        return value, []
     repairs: list[str] = []
 
     def clean_value(text: str) -> str:
@@ -118,6 +120,20 @@ def normalize_payload(
         return _clean_key(key, obj, out, repairs)
 
     return _walk(value, clean_value, clean_key, max_depth), repairs
+
+
+def _flat_ascii(value: dict) -> bool:
+    """Whether *value* holds no container and its keys and strings are ASCII, which has
+    nothing to clean (see `_clean`) and nests one level only."""
+    for key, item in value.items():
+        if not (isinstance(key, str) and key.isascii()):
+            return False
+        if isinstance(item, str):
+            if not item.isascii():
+                return False
+        elif isinstance(item, dict | list):
+            return False
+    return True
 
 
 def _note(repairs: list[str], repair: str) -> None:

@@ -172,3 +172,19 @@ def _shape(value):
 def test_no_key_or_value_is_ever_lost(value, nfkc_strings):
     out, _ = normalize_payload(value, nfkc_strings=nfkc_strings)
     assert _shape(out) == _shape(value)
+
+
+flat_scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+                | text_with_controls)
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(text_with_controls | st.text(max_size=6), flat_scalars, max_size=6),
+       st.booleans())
+def test_a_flat_object_is_answered_as_the_full_walk_answers_it(value, nfkc_strings):
+    # Inside another object the full walk runs; a flat ASCII object skips it.
+    alone = normalize_payload(value, nfkc_strings=nfkc_strings)
+    inside, repairs = normalize_payload({"k": value}, nfkc_strings=nfkc_strings)
+    assert alone == (inside["k"], repairs)
+    if alone[0] == value:
+        assert alone[0] is value
