@@ -110,8 +110,15 @@ class ProxyMetrics:
                                  "of capacity, by reason (overload, timeout, worker_lost, error).",
                                  ["stream", "reason"], registry=registry)
 
+        # Each request counts once: children kept here, not looked up by label values again.
+        self._request_counts: dict[tuple[bool, str], Any] = {}
+
     def count(self, stream: bool, outcome: str, result: dict[str, Any] | None = None) -> None:
-        self.requests.labels(str(stream).lower(), outcome).inc()
+        child = self._request_counts.get((stream, outcome))
+        if child is None:
+            child = self._request_counts[stream, outcome] = self.requests.labels(
+                str(stream).lower(), outcome)
+        child.inc()
         for error in (result or {}).get("errors") or []:
             code = error.get("code")
             if code not in CAPACITY_CODES:  # counted as undecoded, not blamed on the model

@@ -40,6 +40,16 @@ class HttpMetrics:
         self.duration = Histogram(HTTP_REQUEST_DURATION_SECONDS,
                                   "HTTP request duration, until the response is sent, by route.",
                                   ["route"], buckets=BUCKETS + (2.5, 10.0), registry=registry)
+        self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
+
+    def _count(self, route: str, status: int, seconds: float) -> None:
+        # Every request counts here: label children are kept, not looked up each time.
+        children = self._children.get((route, status))
+        if children is None:
+            children = self._children[route, status] = (
+                self.requests.labels(route, str(status)), self.duration.labels(route))
+        children[0].inc()
+        children[1].observe(seconds)
 
     def wrap(self, app: Any) -> Any:
         async def counted(scope: dict, receive: Any, send: Any) -> None:
@@ -56,7 +66,6 @@ class HttpMetrics:
             try:
                 await app(scope, receive, sending)
             finally:
-                self.requests.labels(route, str(status[0])).inc()
-                self.duration.labels(route).observe(time.perf_counter() - start)
+                self._count(route, status[0], time.perf_counter() - start)
 
         return counted
