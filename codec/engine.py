@@ -81,7 +81,11 @@ _CUT = "before this call was closed"  # what a truncated error says of a cut blo
 _COMPLETED = frozenset({"json.unclosed", "json.unclosed_string", "json.dangling_key_dropped",
                        "json.cut_value_dropped", "xml.balance_tags", "xml.cut_tag_dropped"})
 _END_RUN_WINDOW = 96
-_TOKEN_START = re.compile(r"[<\[]")
+# Where an end-of-generation token may start: its first two characters, or its first at the
+# end of what is looked at (a token the next chunk may complete).
+_TOKEN_START = re.compile("|".join(sorted({re.escape(t[:2]) for t in END_OF_GENERATION}))
+                          + "|[" + "".join(sorted({re.escape(t[0]) for t in END_OF_GENERATION}))
+                          + r"]\Z")
 _END_RUN = regex.compile(r"(?:" + "|".join(
     regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True))
     + r")(?:[ \t\r\n]{0,8}(?:" + "|".join(
