@@ -55,13 +55,20 @@ def payload_size(payload: Any, stop_after: int) -> int:
 def within(payload: Any, max_chars: int) -> bool:
     """Whether ``payload_size(payload)`` is at most *max_chars*, cheaply.
 
-    A payload of a few values is counted; one of many (a tool set) is encoded once, in C:
+    A payload of a few values is counted (an object without containers in one pass); one of
+    many (a tool set) is encoded once, in C:
     its JSON is at least as long as the size counts (every character of a string or key is
     a byte or more, every container item has its own separator or bracket, every other value
     a byte or more), so a short encoding settles it. Anything else is counted in full.
     """
-    size = _walked_size(payload, max_chars, _QUICK_NODES)
-    if size is not None:
+    size = None
+    if isinstance(payload, dict):
+        size = _flat_size(payload)
+        if size is None and _many_values(payload):
+            size = -1  # a tool set: straight to the encoding
+    if size is None:
+        size = _walked_size(payload, max_chars, _QUICK_NODES)
+    if size is not None and size >= 0:
         return size <= max_chars
     try:
         if len(orjson.dumps(payload)) <= max_chars:
@@ -69,6 +76,28 @@ def within(payload: Any, max_chars: int) -> bool:
     except TypeError:  # not JSON data: counted as it is
         pass
     return payload_size(payload, max_chars) <= max_chars
+
+
+def _flat_size(payload: dict) -> int | None:
+    """``payload_size`` of an object that holds no container (None if it holds one): its
+    strings' and keys' lengths, one per other value, one per item."""
+    total = len(payload)
+    for key, value in payload.items():
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, dict | list | tuple):
+            return None
+        else:
+            total += 1
+        if isinstance(key, str):
+            total += len(key)
+    return total
+
+
+def _many_values(payload: dict) -> bool:
+    """Whether the object holds a list of objects (a tool set): more values than are worth
+    counting one by one."""
+    return any(isinstance(v, list) and v and isinstance(v[0], dict) for v in payload.values())
 
 
 def _walked_size(payload: Any, stop_after: int, max_nodes: int | None) -> int | None:
