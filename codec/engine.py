@@ -492,12 +492,16 @@ class Engine:
             self._append(chunk)
             self._content(len(self.text) - len(chunk), len(self.text))
             return
-        room = self.codec.limits.max_chars - len(self.text)
-        if len(chunk) <= room:
-            self._append(chunk)
+        text = self.text
+        if len(chunk) <= self.codec.limits.max_chars - len(text):
+            # _append's in-place concatenation, inline: this runs for every chunk of a stream
+            self.asm.text = self.text = ""
+            text += chunk
+            self.text = text
             if not last and not self._cannot_end(chunk):
                 self._advance(final=False)
             return
+        room = self.codec.limits.max_chars - len(text)
         self._append(chunk[:room])
         self._advance(final=True)
         self._resolve(final=True)

@@ -135,7 +135,11 @@ class StreamDecoder:
         return self._drain()
 
     def _drain(self) -> list[Event]:
-        events, self._engine.events = self._engine.events, []
+        engine = self._engine
+        events = engine.events
+        if not events:  # most chunks of a long block: nothing to hand over, nothing to swap
+            return []
+        engine.events = []
         return events
 
     # -- OpenAI chunks ----------------------------------------------------------------------------
