@@ -4,6 +4,7 @@ envelope, and schemas wrapped the way the AI SDK serialises them."""
 from __future__ import annotations
 
 import pytest
+from toolcodec.formats.table import END_OF_GENERATION
 from toolcodec.toolcodec import ToolCallCodec
 
 from tests.test_bare_calls import calls, decoded
@@ -70,6 +71,20 @@ def test_end_of_generation_tokens_that_close_the_output_are_not_content(text, co
     result = decoded(text)
     assert result["content"] == content
     assert ("text.end_token_dropped" in result["repairs"]) == (not text.endswith(" b"))
+
+
+@pytest.mark.parametrize("token", sorted(END_OF_GENERATION))
+def test_each_end_token_after_brackets_that_start_none_is_dropped_streamed_or_not(token):
+    # '<' and '[' that start no token come first; the token is cut after its first character
+    text = f"a < b [c] <x [/y <b>{token}\n"
+    assert decoded(text)["content"] == "a < b [c] <x [/y <b>"
+    cut = text.index(token) + 1
+    stream = ToolCallCodec(None).stream()
+    released = [e["text"] for part in (text[:cut], text[cut:]) for e in stream.feed(part)
+                if e["type"] == "content"]
+    released += [e["text"] for e in stream.close() if e["type"] == "content"]
+    assert "".join(released).strip() == "a < b [c] <x [/y <b>"
+    assert stream.result().content == "a < b [c] <x [/y <b>"
 
 
 GPT_OSS_CALL = ("<|start|>assistant<|channel|>commentary to=functions.read_file <|constrain|>json"
