@@ -61,14 +61,13 @@ def within(payload: Any, max_chars: int) -> bool:
     a byte or more, every container item has its own separator or bracket, every other value
     a byte or more), so a short encoding settles it. Anything else is counted in full.
     """
-    size = None
-    if isinstance(payload, dict):
-        size = _flat_size(payload)
-        if size is None and _many_values(payload):
-            size = -1  # a tool set: straight to the encoding
-    if size is None:
+    if not isinstance(payload, dict):
         size = _walked_size(payload, max_chars, _QUICK_NODES)
-    if size is not None and size >= 0:
+    else:
+        size = _flat_size(payload)
+        if size is None and not _many_values(payload):  # a tool set: straight to the encoding
+            size = _walked_size(payload, max_chars, _QUICK_NODES)
+    if size is not None:
         return size <= max_chars
     try:
         if len(orjson.dumps(payload)) <= max_chars:
