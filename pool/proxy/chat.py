@@ -249,7 +249,7 @@ class ChatProxy:
             if problem is None:
                 return prepared, None
         self.metrics.count(stream, "bad_request")
-        return None, (400, _bad_request(problem), {})
+        return None, (400, invalid_request(problem), {})
 
     async def complete(self, body: dict[str, Any], headers: dict[str, str]
                        ) -> tuple[int, dict[str, Any], dict[str, str]]:
@@ -308,7 +308,7 @@ class ChatProxy:
         code = error.get("code") or status or "error"
         if status == "error" and code == BAD_REQUEST:  # the request's tools or options
             self.metrics.count(False, "bad_request")
-            return 400, _bad_request(error.get("message") or "bad request", code), {}
+            return 400, invalid_request(error.get("message") or "bad request", code), {}
         self.metrics.count(False, "undecoded")
         self.metrics.count_undecoded(False, status)
         body = {"error": {"message": "the model's answer could not be decoded: "
@@ -412,7 +412,8 @@ def _report(envelope: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", **envelope["result"]}
 
 
-def _bad_request(message: str, code: str = BAD_REQUEST) -> dict[str, Any]:
+def invalid_request(message: str, code: str = BAD_REQUEST) -> dict[str, Any]:
+    """The OpenAI-shaped body of an answer that refuses the client's request."""
     return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
 
 

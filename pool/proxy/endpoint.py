@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from toolcodec.pool.proxy.chat import UNDECODED_HEADER, ChatProxy
+from toolcodec.pool.proxy.chat import UNDECODED_HEADER, ChatProxy, invalid_request
 from toolcodec.pool.service.app import asgi_headers, send_json
 
 Scope = dict[str, Any]
@@ -95,8 +95,7 @@ def _chat_request(raw: bytes) -> tuple[Any, tuple[int, dict[str, Any]] | None]:
 
 
 def _error(status: int, code: str, message: str) -> tuple[int, dict[str, Any]]:
-    return status, {"error": {"message": message, "type": "invalid_request_error",
-                              "code": code}}
+    return status, invalid_request(message, code)
 
 
 async def _send_stream(relay: Any, receive: Receive, send: Send) -> None:
