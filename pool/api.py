@@ -127,9 +127,9 @@ class Pool:
         ms, refused = self._door(op, payload, timeout_ms)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        codec = self._inline.takes(op, payload) if self._inline is not None else None
-        if codec is not None:
-            return self._inline.run(op, payload, ms / 1000.0, arrived, codec)
+        here = self._run_inline(op, payload, ms, arrived)
+        if here is not None:
+            return here
         return self._impl.submit(op, payload, timeout_ms=ms, **_arrival(arrived))
 
     def map(
@@ -177,14 +177,23 @@ class Pool:
         ms, refused = self._door(op, payload, timeout_ms)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        codec = self._inline.takes(op, payload) if self._inline is not None else None
-        if codec is not None:
-            return self._inline.run(op, payload, ms / 1000.0, arrived, codec)
+        here = self._run_inline(op, payload, ms, arrived)
+        if here is not None:
+            return here
         native = getattr(self._impl, "asubmit", None)
         if native is not None:
             return await native(op, payload, timeout_ms=ms, **_arrival(arrived))
         return await asyncio.to_thread(self._impl.submit, op, payload, timeout_ms=ms,
                                        **_arrival(arrived))
+
+    def _run_inline(self, op: str, payload: dict, ms: float, arrived: float | None
+                    ) -> dict | None:
+        """The envelope of the job run in this process, or None if it does not run here."""
+        inline = self._inline
+        if inline is None:
+            return None
+        codec = inline.takes(op, payload)
+        return None if codec is None else inline.run(op, payload, ms / 1000.0, arrived, codec)
 
     def _door(self, op: Any, payload: Any, timeout_ms: Any) -> tuple[float, dict | None]:
         budget, why = door.check_budget(timeout_ms, self.timeout_ms)
