@@ -154,6 +154,12 @@ async def until(condition: Callable[[], bool]) -> None:
         await asyncio.sleep(0.001)
 
 
+async def closed(server: Server, client: HTTPClient, ended: int) -> None:
+    """Wait until the server has seen *ended* connections end; the client holds none then."""
+    await until(lambda: server.ended == ended)
+    assert client.open_connections == 0
+
+
 async def eof(reader: asyncio.StreamReader) -> bool:
     """Wait for the client to close the connection; then close it here too."""
     await reader.read()
@@ -338,8 +344,7 @@ def test_connection_close_from_the_server_is_honoured(run) -> None:
         async with Server(answer) as server:
             client = HTTPClient(server.url)
             assert await (await client.request("GET", "/")).read() == b"bye"
-            await until(lambda: server.ended == 1)  # the client closed it
-            assert client.open_connections == 0
+            await closed(server, client, 1)  # the client closed it
             assert await (await client.request("GET", "/")).read() == b"bye"
             assert server.opened == 2
     run(test)
@@ -433,8 +438,7 @@ def test_nothing_arriving_within_the_read_timeout_is_read_timeout(run) -> None:
             assert await got.next_part() == b"abc"
             with pytest.raises(ReadTimeout):
                 await got.next_part()
-            await until(lambda: server.ended == 2)
-            assert client.open_connections == 0
+            await closed(server, client, 2)
     run(test)
 
 
@@ -490,8 +494,7 @@ def test_garbage_is_a_protocol_error(run) -> None:
             client = HTTPClient(server.url)
             with pytest.raises(RemoteProtocolError):
                 await client.request("GET", "/")
-            await until(lambda: server.ended == 1)
-            assert client.open_connections == 0
+            await closed(server, client, 1)
     run(test)
 
 
@@ -601,8 +604,7 @@ def test_a_partly_read_response_closes_its_connection(run) -> None:
             got = await client.request("GET", "/long")
             assert await got.next_part() == b"abc"
             await got.aclose()
-            await until(lambda: server.ended == 1)
-            assert client.open_connections == 0
+            await closed(server, client, 1)
             got = await client.request("GET", "/short")
             await got.aclose()  # unread, but all of it had arrived: reusable
             assert await (await client.request("GET", "/short")).read() == b"short"
@@ -634,8 +636,8 @@ def test_an_abandoned_body_that_ends_soon_keeps_its_connection(run) -> None:
             await until(lambda: client.idle_connections == 1)
             got = await client.request("GET", "/never")
             await got.aclose(linger=0.05)
-            await until(lambda: server.ended == 1)
-            assert client.open_connections == 0 and server.opened == 1
+            await closed(server, client, 1)
+            assert server.opened == 1
     run(test)
 
 
@@ -648,15 +650,13 @@ def test_a_cancelled_request_closes_its_connection(run) -> None:
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            await until(lambda: server.ended == 1)
-            assert client.open_connections == 0
+            await closed(server, client, 1)
 
             got = await client.request("GET", "/part")
             with pytest.raises(TimeoutError):  # the proxy's deadline, while reading the body
                 async with asyncio.timeout(0.05):
                     await got.read()
-            await until(lambda: server.ended == 2)
-            assert client.open_connections == 0
+            await closed(server, client, 2)
     run(test)
 
 
