@@ -171,4 +171,3 @@ def guarded_protocol(header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
                              f"headers over {max_header_bytes} bytes (--max-header-bytes)",
                              backend),
     })
-
