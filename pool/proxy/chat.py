@@ -162,6 +162,12 @@ class ChatProxy:
 
         return tools_as_system_prompt(body)
 
+    def _chat_request(self, prepared: Prepared, incoming: dict[str, str]
+                      ) -> tuple[dict[str, str], bytes]:
+        """The upstream chat completion's headers and body, for a whole answer or a stream."""
+        return (self.upstream_headers(incoming, json=True),
+                orjson.dumps(self.upstream_body(prepared.upstream)))
+
     async def models_list(self, headers: dict[str, str]) -> tuple[int, bytes, str]:
         """``GET /v1/models`` passed through: (status, body, content type)."""
         try:
@@ -221,9 +227,8 @@ class ChatProxy:
     async def _post(self, prepared: Prepared, headers: dict[str, str]) -> dict[str, Any]:
         """The upstream's whole answer, checked (``UpstreamError`` otherwise)."""
         try:
-            response, content = await self._whole(
-                "POST", "/chat/completions", self.upstream_headers(headers, json=True),
-                orjson.dumps(self.upstream_body(prepared.upstream)))
+            response, content = await self._whole("POST", "/chat/completions",
+                                                  *self._chat_request(prepared, headers))
         except HTTPError as exc:
             raise failure(exc) from None
         answer = _json_or_none(content)
@@ -327,9 +332,8 @@ class ChatProxy:
         until = asyncio.get_running_loop().time() + self.config.deadline
         try:
             async with asyncio.timeout_at(until):
-                response = await self.http.request(
-                    "POST", "/chat/completions", self.upstream_headers(headers, json=True),
-                    orjson.dumps(self.upstream_body(prepared.upstream)))
+                response = await self.http.request("POST", "/chat/completions",
+                                                   *self._chat_request(prepared, headers))
         except (TimeoutError, HTTPError) as exc:
             self.metrics.count(True, "upstream_error")
             error = failure(exc) if isinstance(exc, HTTPError) else \
