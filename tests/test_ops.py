@@ -317,11 +317,18 @@ def test_every_query_runs_and_counts_each_job_once(
         url = prometheus({"toolcodec-serve": [f"127.0.0.1:{local.port}",
                                               f"127.0.0.1:{remote.port}"],
                           "toolcodec-worker": [f"127.0.0.1:{worker.metrics_port}"]})
-        runs = [load(local), load(remote), load(local, faults_only=True),
+        # A first load, scraped, then the whole load: each series the load makes has grown
+        # between two scrapes, so its rate is not 0 however late Prometheus's first scrape
+        # came (its scrape manager starts seconds after it is ready).
+        first = [load(local), load(remote)]
+        jobs = next(p.targets[0][0] for _, p in generate.all_panels() if p.counts == "jobs")
+        assert wait_for(lambda: total(url, jobs) == sum(r["all"] for r in first), 60), \
+            (total(url, jobs), first)
+        runs = [*first, load(local), load(remote), load(local, faults_only=True),
                 load(remote, faults_only=True)]
         loaded = time.time()
         sent = {key: sum(r[key] for r in runs) for key in runs[0]}
-        sent["rq"] = runs[1]["rq"] + runs[3]["rq"]
+        sent["rq"] = sum(r["rq"] for r in runs[1::2])
         recorded = [name for name, _ in rule_exprs() if ":" in name]
         assert wait_for(lambda: all(query(url, name)["data"]["result"] for name in recorded),
                         90), [n for n in recorded if not query(url, n)["data"]["result"]]
