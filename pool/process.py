@@ -433,7 +433,8 @@ class ProcessBackend:
         if isinstance(answered, _Answer):  # read by the collector, the worker handled
             out, ended = answered.out, answered.at
         # A caller whose own thread or event loop was slow to wake may find the answer
-        # already there at its deadline: that job ran in time and its answer is kept.
+        # already there at its deadline: kept, as the worker sent it (``ok`` only if the job
+        # finished by its deadline; ``run_job``).
         elif not answered and not slot.proc.poll(0):
             grace = _grace(times.budget)
             self._revive(slot, "timeout", grace)

@@ -143,6 +143,16 @@ def test_job_past_its_deadline_is_not_run(faults_on: None) -> None:
     assert "after its deadline" in env["error"]["message"]
 
 
+def test_job_that_finished_past_its_deadline_is_a_timeout_not_an_answer(faults_on: None) -> None:
+    # It started in time (0.05 s left) and slept 0.2 s: whoever reads its answer, and however
+    # late, reads that it came too late.
+    env = run_job(job("_sleep", {"seconds": 0.2}, deadline=time.time() + 0.05))
+    assert_envelope(env)
+    assert env["status"] == "timeout" and env["error"]["code"] == "timeout"
+    assert env["error"]["job_id"] == "job-1" and "past its deadline" in env["error"]["message"]
+    assert env["result"] is None
+
+
 def test_internal_error_names_the_job() -> None:
     env = jobs.internal_error(job("decode", {}), ZeroDivisionError("division by zero"))
     assert_envelope(env)

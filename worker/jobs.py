@@ -5,7 +5,7 @@ an absolute ``time.time()``. :func:`run_job` always returns an envelope and neve
 bad job: a malformed job is ``bad_request``, an exception inside the codec is
 ``internal_error`` naming the job id (any ``BaseException``, a Rust extension's
 ``PanicException`` included; only ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit``
-propagate), a job picked up after its deadline is ``timeout``.
+propagate), a job picked up after its deadline, or that finished after it, is ``timeout``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,16 @@ def run_job(job: dict) -> dict:
             )
         handler = _handler_for(op_name)
         _check_fields(op_name, payload)
-        return envelope(op_name, "ok", result=handler(payload))
+        result = handler(payload)
+        # An answer finished after the deadline is not one: whether it counted would depend on
+        # how soon the caller woke, not on the job (a worker that overran is replaced anyway).
+        if deadline is not None and time.time() > deadline:
+            late_ms = (time.time() - deadline) * 1000.0
+            return error_envelope(
+                op_name, "timeout", TIMEOUT,
+                f"job {job['id']!r} ran {late_ms:.1f} ms past its deadline; its answer is not used",
+                job_id=job["id"])
+        return envelope(op_name, "ok", result=result)
     except BadRequest as exc:
         details = {"field": exc.field} if exc.field else {}
         return error_envelope(op_name, "error", BAD_REQUEST, str(exc), **details)
