@@ -140,6 +140,18 @@ def test_text_past_max_chars_prints_the_same_result_with_and_without_the_pool(
     assert outs[0]["content"] == big.read_text().strip()
 
 
+def test_a_job_over_its_budget_is_not_finished_with_and_without_the_pool(tmp_path: Path) -> None:
+    # A 1 MB argument takes milliseconds to decode: over a 1 ms budget in both modes.
+    big = tmp_path / "big.txt"
+    big.write_text('<tool_call>{"name": "a", "arguments": {"q": "' + "q" * 1_000_000
+                   + '"}}</tool_call>')
+    for mode in ([], ["--in-process"]):
+        proc = run_cli("decode", *mode, "--timeout-ms", "1", str(big))
+        assert proc.returncode == 1 and proc.stdout == b"", proc.stdout[:200]
+        assert proc.stderr.startswith(b"toolcodec decode: "), proc.stderr
+        assert b": timeout: " in proc.stderr or b": rejected: " in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("argv,prog", [
     (["decode", "--bogus"], "toolcodec decode"),
     (["kindaxml", "--bogus"], "toolcodec kindaxml"),

@@ -61,8 +61,9 @@ def run_job(job: dict) -> dict:
         result = handler(payload)
         # An answer finished after the deadline is not one: whether it counted would depend on
         # how soon the caller woke, not on the job (a worker that overran is replaced anyway).
-        if deadline is not None and time.time() > deadline:
-            late_ms = (time.time() - deadline) * 1000.0
+        ended = time.time()
+        if deadline is not None and ended > deadline:
+            late_ms = (ended - deadline) * 1000.0
             return error_envelope(
                 op_name, "timeout", TIMEOUT,
                 f"job {job['id']!r} ran {late_ms:.1f} ms past its deadline; its answer is not used",
