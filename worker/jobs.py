@@ -60,7 +60,8 @@ def run_job(job: dict) -> dict:
         _check_fields(op_name, payload)
         result = handler(payload)
         # An answer finished after the deadline is not one: whether it counted would depend on
-        # how soon the caller woke, not on the job (a worker that overran is replaced anyway).
+        # how soon the caller woke (a caller on time has already answered timeout), not on
+        # the job.
         ended = time.time()
         if deadline is not None and ended > deadline:
             late_ms = (ended - deadline) * 1000.0
