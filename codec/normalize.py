@@ -14,6 +14,7 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
+import orjson
 from toolcodec.errors import CodecError
 
 BIDI_CONTROLS: frozenset[str] = frozenset(
@@ -64,6 +65,14 @@ def replace_surrogates_in(value: Any) -> tuple[Any, bool]:
 
     Returns the input object itself when nothing changed; never mutates it.
     """
+    try:  # orjson refuses a surrogate in any key or string: if it encodes, there is none
+        orjson.dumps(value)
+    except TypeError:  # a surrogate, or not plain JSON data (the walk decides)
+        return _replace_surrogates_walk(value)
+    return value, False
+
+
+def _replace_surrogates_walk(value: Any) -> tuple[Any, bool]:
     found: list[str] = []
 
     def clean(text: str) -> str:

@@ -6,7 +6,13 @@ import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec.normalize import BIDI_CONTROLS, normalize_payload, strip_bidi
+from toolcodec.normalize import (
+    BIDI_CONTROLS,
+    _replace_surrogates_walk,
+    normalize_payload,
+    replace_surrogates_in,
+    strip_bidi,
+)
 
 LISTED = (
     ["\u200e", "\u200f"]
@@ -188,3 +194,25 @@ def test_a_flat_object_is_answered_as_the_full_walk_answers_it(value, nfkc_strin
     assert alone == (inside["k"], repairs)
     if alone[0] == value:
         assert alone[0] is value
+
+
+text_with_surrogates = st.text(
+    alphabet=st.one_of(st.characters(codec="utf-8"),
+                       st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)), max_size=12)
+values_with_surrogates = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
+    | st.floats(allow_nan=False) | text_with_surrogates,
+    lambda children: (st.lists(children, max_size=4)
+                      | st.dictionaries(text_with_surrogates, children, max_size=4)),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300)
+@given(values_with_surrogates)
+def test_surrogates_are_replaced_as_the_full_walk_replaces_them(value):
+    # The encoder's check answers "none here" for what it can encode; the walk does the rest.
+    got = replace_surrogates_in(value)
+    assert got == _replace_surrogates_walk(value)
+    if not got[1]:
+        assert got[0] is value
