@@ -263,7 +263,8 @@ class ToolNames:
         without the tool-name openers), one of those cut by the end of the text, where its
         head is whole, if that comes first."""
         pattern, first = patterns.get(blocks_only)
-        one, firsts = self._one, patterns.firsts
+        one, firsts, search = self._one, patterns.firsts, first.search
+        tags, calls, bare_params = self.tags, self.calls, self.bare.get
         cut = None if shared is None else shared.get(blocks_only)[0]
         # Where the prefilter does not look: the start marker, where the text starts, and a
         # bare call of the set on the line pos is in (its line break is before pos).
@@ -275,7 +276,7 @@ class ToolNames:
                 early.append(line)
         at = pos
         while True:
-            hint = first.search(text, at)
+            hint = search(text, at)
             start = len(text) + 1 if hint is None else hint.start()
             if early and early[0] <= start:
                 p = early.pop(0)
@@ -292,16 +293,17 @@ class ToolNames:
             # The prefilter tries every other opener's head first: a tag or a Python call
             # found by it is the one opener starting here.
             if kind == "tag":
-                if hint.group("tag") in self.tags:
+                if hint.group("tag") in tags:
                     return one["tag"].match(text, start)
             elif kind == "call_name":
-                if hint.group("call_name") in self.calls:
+                if hint.group("call_name") in calls:
                     return one["pycall"].match(text, start)
             elif kind == "bare":  # found from its line break
                 start = hint.start("bare")
-                params = self.bare.get(hint.group("bare_name"))
+                name, param = hint.group("bare_name", "bare_param")
+                params = bare_params(name)
                 # Another opener may start here only if the prefilter finds its head here.
-                if (params is not None and hint.group("bare_param") in params) or (
+                if (params is not None and param in params) or (
                         text[start] in firsts and (head := first.match(text, start)) is not None
                         and head.lastgroup is None):
                     m = pattern.match(text, start)
