@@ -47,28 +47,18 @@ def run_job(job: dict) -> dict:
     op_name = op if isinstance(op, str) else ""
     try:
         payload, deadline = _check_job(job)
-        if deadline is not None and time.time() >= deadline:
-            late_ms = (time.time() - deadline) * 1000.0
-            return error_envelope(
-                op_name,
-                "timeout",
-                TIMEOUT,
-                f"job {job['id']!r} was picked up {late_ms:.1f} ms after its deadline; not run",
-                job_id=job["id"],
-            )
+        if deadline is not None and (now := time.time()) >= deadline:
+            return _late(op_name, job, now - deadline,
+                         "was picked up {ms} ms after its deadline; not run")
         handler = _handler_for(op_name)
         _check_fields(op_name, payload)
         result = handler(payload)
         # An answer finished after the deadline is not one: whether it counted would depend on
         # how soon the caller woke (a caller on time has already answered timeout), not on
         # the job.
-        ended = time.time()
-        if deadline is not None and ended > deadline:
-            late_ms = (ended - deadline) * 1000.0
-            return error_envelope(
-                op_name, "timeout", TIMEOUT,
-                f"job {job['id']!r} ran {late_ms:.1f} ms past its deadline; its answer is not used",
-                job_id=job["id"])
+        if deadline is not None and (now := time.time()) > deadline:
+            return _late(op_name, job, now - deadline,
+                         "ran {ms} ms past its deadline; its answer is not used")
         return envelope(op_name, "ok", result=result)
     except BadRequest as exc:
         details = {"field": exc.field} if exc.field else {}
@@ -78,6 +68,14 @@ def run_job(job: dict) -> dict:
     except BaseException as exc:  # noqa: BLE001 - the worker must answer, whatever the codec
         # did; a Rust extension's PanicException is a BaseException too
         return internal_error(job, exc)
+
+
+def _late(op: str, job: dict, late_s: float, what: str) -> dict:
+    """The ``timeout`` envelope of a job *late_s* seconds past its deadline; *what* says
+    when, with ``{ms}`` for how late."""
+    return error_envelope(op, "timeout", TIMEOUT,
+                          f"job {job['id']!r} " + what.format(ms=f"{late_s * 1000.0:.1f}"),
+                          job_id=job["id"])
 
 
 # -- job shape ---------------------------------------------------------------------------
