@@ -1,39 +1,42 @@
-"""The process backend: long-lived worker processes over pipes, killed at the deadline.
+"""The process backend: long-lived worker processes, one dispatcher thread, hard deadlines.
 
-Each caller runs its own round trip: it takes an idle worker from the FIFO worker line,
-writes the job to the worker's pipe and waits on that pipe until its absolute deadline. No
-dispatcher thread sits between caller and worker, which keeps a round trip in the tens of
-microseconds. When the deadline passes the caller answers ``timeout`` at once and leaves the
-worker to the supervisor thread, which SIGKILLs and re-forks it (a few milliseconds) and
-hands it to the next waiter. SIGKILL from another process is the only stop that also works
-while the worker is inside C code.
+A caller encodes its job, posts a :class:`~toolcodec.pool.dispatcher.Ticket` to the pool's
+dispatcher and waits for it to be settled: ``submit`` on a lock, ``asubmit`` on a future of
+its event loop. The dispatcher (``toolcodec.pool.dispatcher``) is the one owner of the
+workers: it sends jobs, reads answers without ever blocking, kills a worker whose job is
+still running at its deadline and puts a spare started beforehand in its place.
 
-The round trip is written once, as a generator (:meth:`ProcessBackend._call`) that yields
-what it waits for: a :class:`Waiter` (a worker to be handed over) or a :class:`_Slot` (its
-answer), each with an absolute deadline. ``submit`` drives it with blocking waits,
-``asubmit`` with the event loop's; only the waiting differs.
+The invariants (docs/pool.md, "Invariants"):
+
+* every call returns by its deadline plus :data:`CALLER_GRACE_S`, whatever a job does: the
+  dispatcher answers at the deadline, and a caller that has heard nothing by then (the
+  dispatcher stalled or died) stops waiting and answers ``timeout`` itself. The deadline
+  moves only by the time the job's codec build took (at most ``BUILD_CAP_S``): building a
+  tool set is not parsing, and :meth:`ProcessBackend.prepare` takes it off the path;
+* a dispatcher thread that died is noticed by the next call or health check, which starts
+  a new one with fresh workers (``toolcodec_worker_restarts_total{reason="dispatcher"}``);
+* no lock is shared between callers and workers' state; a ticket is settled once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
-import queue
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import orjson
-from toolcodec.errors import BAD_REQUEST, REJECTED, TIMEOUT, WORKER_LOST
+from toolcodec.errors import BAD_REQUEST, REJECTED, TIMEOUT
 from toolcodec.limits import Limits
-from toolcodec.pool.admission import Closed, QueueFull, RunTimes, Waiter, WorkerLine
-from toolcodec.pool.collector import Collector
+from toolcodec.pool.admission import RunTimes
+from toolcodec.pool.dispatcher import SELECTORS, Dispatcher, Ticket
 from toolcodec.pool.door import MAX_TIMEOUT_MS
-from toolcodec.worker.child import RUN_JOB_HANDLER, WorkerDied, WorkerProcess
-from toolcodec.worker.deadlines import CLOSED, QUEUE_FULL, shed_envelope
+from toolcodec.worker.child import RUN_JOB_HANDLER, WorkerProcess
+from toolcodec.worker.deadlines import CLOSED, shed_envelope
 from toolcodec.worker.envelope import complete, error_envelope
 from toolcodec.worker.jobs import warm
 from toolcodec.worker.limits import ENV as LIMIT_ENV
@@ -41,138 +44,12 @@ from toolcodec.worker.metrics import Metrics
 
 BACKEND = "process"
 DEFAULT_QUEUE_SIZE = 1024
+DEFAULT_SPARES = 1
+# How long past its deadline a caller waits for the dispatcher before answering on its own:
+# the dispatcher answers at the deadline; this covers its thread being scheduled late.
+CALLER_GRACE_S = 0.025
 
-
-class _Slot:
-    """One worker process and its place in the pool; ``collected`` is set while the
-    collector thread, not the caller, gives the worker back."""
-
-    __slots__ = ("proc", "index", "collected")
-
-    def __init__(self, proc: WorkerProcess, index: int) -> None:
-        self.proc = proc
-        self.index = index
-        self.collected = False
-
-
-class _Answer:
-    """An answer the collector reads for an event-loop caller: the envelope, when it
-    arrived, the future that tells the caller, and the watch (socket, callback)."""
-
-    __slots__ = ("out", "at", "ready", "fd", "done")
-
-    def __init__(self, ready: asyncio.Future, fd: int) -> None:
-        self.out: dict = {}
-        self.at = 0.0
-        self.ready = ready
-        self.fd = fd
-        self.done: Callable[[], None] = lambda: None
-
-    def arrived(self) -> None:
-        if not self.ready.done():
-            self.ready.set_result(True)
-
-
-# What a round trip waits for, until when (time.monotonic(); None: until it happens).
-_Wait = tuple["Waiter[_Slot] | _Slot", float | None]
-_Trip = Generator[_Wait, bool, dict]
-
-
-class _TripTimes:
-    """A call's budget as instants (``time.monotonic()``): when it started and ends, and,
-    from the op's run times as they are at the moment of asking, the last moment its job
-    may be sent to a worker."""
-
-    __slots__ = ("op", "start", "deadline", "run_times")
-
-    def __init__(self, op: str, start: float, deadline: float, run_times: RunTimes) -> None:
-        self.op, self.start, self.deadline, self.run_times = op, start, deadline, run_times
-
-    @property
-    def budget(self) -> float:
-        return self.deadline - self.start
-
-    def start_by(self) -> float:
-        return self.deadline - self.run_times.reserve(self.op, self.budget)
-
-
-class _ThreadSignal:
-    """A thread's wake-up for its place in line, reused from call to call.
-
-    A lock held until the releaser notifies: one futex operation each way, where a new
-    ``threading.Event`` per call costs a condition variable and about 2 µs.
-    """
-
-    __slots__ = ("_lock",)
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def arm(self) -> Callable[[], None]:
-        return self._lock.release
-
-    def wait(self, timeout: float | None) -> bool:
-        if timeout is None:
-            return self._lock.acquire()
-        return self._lock.acquire(timeout=max(timeout, 0.0))
-
-    def after(self, then: Callable[[], None]) -> None:
-        """Run ``then`` once the pending notification has arrived."""
-        self._lock.acquire()
-        then()
-
-
-class _LoopSignal:
-    """The event loop's wake-up for one ``asubmit``; a releaser may notify from any thread."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        # set by the releaser that starts this caller's job: the collector's watch on it
-        self.answer: _Answer | None = None
-        self.on_sent: Callable[[_Slot], None] | None = None
-        self.arm()
-
-    def arm(self) -> Callable[[], None]:
-        self._woken = self.loop.create_future()
-        self._then: Callable[[], None] | None = None
-        return self.notify
-
-    def notify(self) -> None:
-        try:
-            self.loop.call_soon_threadsafe(self._wake)
-        except RuntimeError:  # the loop has closed: only a pending settle still matters
-            if self._then is not None:
-                self._then()
-
-    def _wake(self) -> None:
-        if self._then is not None:
-            self._then()
-        elif not self._woken.done():
-            self._woken.set_result(True)
-
-    async def wait(self, timeout: float | None) -> bool:
-        try:
-            await asyncio.wait_for(asyncio.shield(self._woken), timeout)
-            return True
-        except TimeoutError:
-            return False
-
-    def after(self, then: Callable[[], None]) -> None:
-        if self._woken.done():
-            then()
-        else:
-            self._then = then
-
-
-_local = threading.local()
-
-
-def _thread_signal() -> _ThreadSignal:
-    signal = getattr(_local, "signal", None)
-    if signal is None:
-        signal = _local.signal = _ThreadSignal()
-    return signal
+log = logging.getLogger("toolcodec.pool")
 
 
 class ProcessBackend:
@@ -182,10 +59,13 @@ class ProcessBackend:
     called (or from ``arrived``, when the caller's request waited before that), waiting for a
     free worker included. A job starts only while the budget still holds its expected run
     time (:class:`RunTimes`); one that cannot start by then is shed (``rejected``, reason
-    ``shed``; ``toolcodec.worker.deadlines``). ``queue_size`` bounds how many callers may
-    wait for a worker; beyond it ``submit`` answers ``rejected`` at once. ``limits`` are
-    the operator's ceilings for the workers (by default their environment's). Budgets and
-    payloads are checked by ``Pool`` before they get here.
+    ``shed``). ``queue_size`` bounds how many callers may wait for a worker; beyond it a call
+    is answered ``rejected`` (reason ``queue_full``) at once. ``spares`` processes are kept
+    started beside the workers, so a worker killed at a deadline is replaced at once.
+    ``limits`` are the operator's ceilings for the workers (by default their environment's).
+    ``selector`` picks the ``selectors`` class the dispatcher waits with (``"default"``: the
+    platform's best; ``"poll"``, ``"select"``…). Budgets and payloads are checked by ``Pool``
+    before they get here.
     """
 
     backend = BACKEND
@@ -200,6 +80,8 @@ class ProcessBackend:
         handler: str = RUN_JOB_HANDLER,
         start_method: str = "fork",
         limits: Limits | None = None,
+        spares: int = DEFAULT_SPARES,
+        selector: str = "default",
     ) -> None:
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
         if self.workers < 1:
@@ -208,153 +90,105 @@ class ProcessBackend:
             raise ValueError(f"timeout_ms must be positive, got {timeout_ms}")
         if queue_size < 0:
             raise ValueError(f"queue_size must be 0 or more, got {queue_size}")
+        if spares < 0:
+            raise ValueError(f"spares must be 0 or more, got {spares}")
+        if selector not in SELECTORS:
+            raise ValueError(f"selector must be one of {sorted(SELECTORS)}, got {selector!r}")
         self.timeout_ms = float(timeout_ms)
+        self.queue_size = queue_size
+        self.spares = spares
+        self.selector = selector
         self.metrics = metrics
-        self._line: WorkerLine[_Slot] = WorkerLine(self.workers, queue_size)
         self.run_times = RunTimes()
-        self._collector_thread: Collector | None = None
-        self._collector_lock = threading.Lock()
+        self.heals = 0  # dispatchers started again after one died
         self._ids = itertools.count(1)
         self._id_prefix = f"{os.getpid()}-{id(self):x}-"
-        self._stopping = False
+        self._closed = False
+        self._heal_lock = threading.Lock()  # taken only to replace a dead dispatcher
         self._executor: ThreadPoolExecutor | None = None
-        self._revive_queue: queue.Queue[tuple[_Slot | None, str, float]] = queue.Queue()
+        self._handler, self._start_method = handler, start_method
+        self._env = {} if limits is None else {
+            LIMIT_ENV[name]: str(getattr(limits, name)) for name in LIMIT_ENV}
         if handler == RUN_JOB_HANDLER and start_method == "fork":
             warm()
-        env = {} if limits is None else {
-            LIMIT_ENV[name]: str(getattr(limits, name)) for name in LIMIT_ENV}
-        self._slots = [
-            _Slot(WorkerProcess(handler=handler, start_method=start_method, env=env), i)
-            for i in range(self.workers)
-        ]
-        for slot in self._slots:
-            slot.proc.start()
-            self._release(slot, back=True)
-        self._untrack = metrics.track(BACKEND, self._line.counts) if metrics else None
-        self._supervisor = threading.Thread(
-            target=self._supervise, name="toolcodec-pool-supervisor", daemon=True
-        )
-        self._supervisor.start()
+        self._dispatcher = self._start_dispatcher()
+        self._untrack = metrics.track(BACKEND, self.counts) if metrics else None
 
     # -- calls -------------------------------------------------------------------------
 
     def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
                arrived: float | None = None) -> dict:
-        """Run one job; returns the envelope within the budget (plus a small grace).
+        """Run one job; returns the envelope by the deadline plus a small grace.
 
         ``arrived`` (a ``time.monotonic()``) is when the budget started, if before this call.
         """
-        signal = _thread_signal()
-        trip = self._call(op, payload, self._budget(timeout_ms), signal, arrived)
-        ready = False
-        try:
-            target, deadline = next(trip)
-            while True:
-                timeout = None if deadline is None else deadline - time.monotonic()
-                try:
-                    if isinstance(target, Waiter):
-                        ready = signal.wait(timeout)
-                    else:
-                        ready = target.proc.poll(timeout)
-                except BaseException as exc:  # interrupted: the trip cleans up and re-raises
-                    _local.signal = None
-                    trip.throw(exc)
-                    raise
-                target, deadline = trip.send(ready)
-        except StopIteration as stop:
-            return stop.value
+        ticket = self._ticket(op, payload, timeout_ms, arrived)
+        if isinstance(ticket, dict):
+            return ticket
+        lock = threading.Lock()
+        lock.acquire()
+        ticket.notify = lock.release
+        dispatcher = self._post(ticket)
+        while ticket.out is None:
+            left = ticket.deadline + CALLER_GRACE_S - time.monotonic()
+            if left > 0 and lock.acquire(timeout=left):
+                break
+            if ticket.deadline + CALLER_GRACE_S <= time.monotonic() and ticket.out is None:
+                return self._finish(op, ticket, self._unanswered(ticket, dispatcher))
+        return self._finish(op, ticket, ticket.out)
 
     async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
                       arrived: float | None = None) -> dict:
         """Like :meth:`submit`, without blocking the event loop (no thread per call).
 
-        The answer is read, and the worker released, by the collector thread as soon as it
-        arrives (``toolcodec.pool.collector``), whenever the loop gets back to this call.
+        Cancelling the call stops waiting for it; a job already running on a worker runs on
+        (to its answer or its deadline) and its answer is dropped.
         """
-        signal = _LoopSignal(asyncio.get_running_loop())
+        ticket = self._ticket(op, payload, timeout_ms, arrived)
+        if isinstance(ticket, dict):
+            return ticket
+        loop = asyncio.get_running_loop()
+        answered = loop.create_future()
 
-        def on_sent(slot: _Slot) -> None:  # the releaser started this job: watch it now,
-            signal.answer = self._watch(op, slot, signal.loop)  # not when the loop gets here
+        def notify() -> None:  # on the dispatcher's thread
+            try:
+                loop.call_soon_threadsafe(_resolve, answered)
+            except RuntimeError:  # the loop has closed: nobody waits
+                pass
 
-        signal.on_sent = on_sent
-        trip = self._call(op, payload, self._budget(timeout_ms), signal, arrived)
-        ready: bool | _Answer = False
+        ticket.notify = notify
+        dispatcher = self._post(ticket)
         try:
-            target, deadline = next(trip)
-            while True:
-                timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                try:
-                    if isinstance(target, Waiter):
-                        ready = await signal.wait(timeout)
-                    else:
-                        ready = await self._collected(op, target, timeout, signal)
-                except BaseException as exc:  # cancelled: the trip cleans up and re-raises
-                    trip.throw(exc)
-                    raise
-                target, deadline = trip.send(ready)
-        except StopIteration as stop:
-            return stop.value
-
-    async def _collected(self, op: str, slot: _Slot, timeout: float | None,
-                         signal: _LoopSignal) -> bool | _Answer:
-        """Wait for the collector to read the answer: the answer (the worker is released or
-        being replaced), or False at the deadline with the worker still this caller's."""
-        answer, signal.answer = signal.answer, None
-        if answer is None:  # this caller sent the job itself
-            answer = self._watch(op, slot, signal.loop)
-            if answer is None:
-                return True  # the worker is gone: the trip's own read reports it
-        collector = self._collector()
-        try:
-            await asyncio.wait_for(asyncio.shield(answer.ready), timeout)
-            return answer
-        except TimeoutError:
-            pass
-        except BaseException:
-            if not collector.unwatch(answer.fd, answer.done):
-                slot.collected = True  # the collector owns the worker now
+            while ticket.out is None:
+                left = ticket.deadline + CALLER_GRACE_S - time.monotonic()
+                if left > 0:
+                    try:
+                        await asyncio.wait_for(asyncio.shield(answered), left)
+                        break
+                    except TimeoutError:
+                        pass
+                if ticket.deadline + CALLER_GRACE_S <= time.monotonic() and ticket.out is None:
+                    return self._finish(op, ticket, self._unanswered(ticket, dispatcher))
+        except BaseException:  # cancelled: the dispatcher drops the job if it has not sent it
+            ticket.abandoned = True
+            dispatcher.post("forget", ticket)
             raise
-        if collector.unwatch(answer.fd, answer.done):
-            return False
-        await answer.ready  # the collector is reading it: an instant
-        return answer
+        return self._finish(op, ticket, ticket.out)
 
-    def _watch(self, op: str, slot: _Slot, loop: asyncio.AbstractEventLoop) -> _Answer | None:
-        """Have the collector read the answer of the job just sent to ``slot`` (None if the
-        worker is gone). Any thread: the answer's future is only set through the loop."""
+    def prepare(self, tools: list | None, options: dict | None = None) -> bool:
+        """Have every worker build the codec for ``tools`` and ``options`` when it is idle,
+        so that decode jobs with them spend their budget parsing. Returns at once; False if
+        they are not JSON data (nothing to prepare). Repeating it is cheap."""
+        payload = {"tools": tools} if options is None else {"tools": tools, "options": options}
         try:
-            fd = slot.proc.fileno()
-        except WorkerDied:
-            return None
-        answer = _Answer(loop.create_future(), fd)
-
-        def done() -> None:  # on the collector thread
-            try:
-                answer.out = self._collect(op, slot)
-            except Exception as exc:  # noqa: BLE001 - an unreadable answer: the worker goes
-                self._revive(slot, "crash")
-                answer.out = error_envelope(op, "worker_lost", WORKER_LOST,
-                                            f"the answer could not be read: {exc}")
-            answer.at = time.monotonic()
-            try:
-                loop.call_soon_threadsafe(answer.arrived)
-            except RuntimeError:
-                pass  # the loop has closed: nobody waits
-
-        answer.done = done
-        self._collector().watch(fd, done)
-        return answer
-
-    def _collector(self) -> Collector:
-        collector = self._collector_thread
-        if collector is None:
-            with self._collector_lock:
-                collector = self._collector_thread
-                if collector is None:
-                    collector = Collector()
-                    collector.start()
-                    self._collector_thread = collector
-        return collector
+            key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            return False
+        data = orjson.dumps({"id": f"{self._id_prefix}prepare", "op": "prepare",
+                             "payload": payload, "deadline": None})
+        if not self._closed:
+            self._live_dispatcher().post("prepare", key, data)
+        return True
 
     def map(
         self, op: str, payloads: Iterable[dict], *, timeout_ms: float | None = None
@@ -375,288 +209,131 @@ class ProcessBackend:
         return [f.result() for f in futures]
 
     def counts(self) -> dict[str, int]:
-        """Workers ``idle``, ``busy`` (held by a caller), ``starting``; callers ``waiting``."""
-        return self._line.counts()
+        """Workers ``idle``, ``busy`` (running a job), ``starting``; callers ``waiting``."""
+        return self._dispatcher.counts
 
     def live_workers(self) -> int:
-        """Workers running or ready to run a job (not being re-forked)."""
-        counts = self._line.counts()
+        """Workers running or ready to run a job; 0 while the dispatcher is down (a check
+        that finds it dead starts a new one)."""
+        if not self._closed and not self._live_dispatcher().is_alive():
+            return 0
+        counts = self._dispatcher.counts
         return counts["idle"] + counts["busy"]
 
-    # -- the round trip ----------------------------------------------------------------
+    def health(self) -> dict[str, object]:
+        """The pool's threads: whether each runs, how often the dispatcher was replaced and
+        how many of its turns failed (each logged)."""
+        dispatcher = self._dispatcher
+        return {"dispatcher": dispatcher.is_alive(), "spawner": dispatcher.spawner.is_alive(),
+                "heals": self.heals, "turn_errors": dispatcher.errors}
 
-    def _call(self, op: str, payload: dict, budget: float, signal: Any,
-              arrived: float | None = None) -> _Trip:
-        """One call, from encoding the job to the completed envelope."""
+    @property
+    def pids(self) -> list[int | None]:
+        """The worker processes' ids, slot by slot (None: being replaced)."""
+        return self._dispatcher.pids()
+
+    # -- the call's parts --------------------------------------------------------------
+
+    def _ticket(self, op: str, payload: dict, timeout_ms: float | None,
+                arrived: float | None) -> Ticket | dict:
+        """The call's ticket, or its envelope when it is answered without a worker."""
         now = time.monotonic()
         start = now if arrived is None else min(arrived, now)
+        budget = min(self.timeout_ms if timeout_ms is None else float(timeout_ms),
+                     MAX_TIMEOUT_MS) / 1000.0
         deadline = start + budget
-        data = self._encode(op, payload, deadline - now)
-        if isinstance(data, dict):  # not JSON data: answered without a worker
-            out = data
-        else:
-            times = _TripTimes(op, start, deadline, self.run_times)
-            out = yield from self._round_trip(op, data, times, signal)
-        envelope = complete(out, op, BACKEND, start)
+        if self._closed:
+            return self._finish(op, None, error_envelope(
+                op, "rejected", REJECTED, "job not accepted: the pool is closed",
+                reason=CLOSED), start)
+        job = {"id": f"{self._id_prefix}{next(self._ids)}", "op": op, "payload": payload,
+               "deadline": time.time() + (deadline - now)}
+        try:
+            data = orjson.dumps(job)
+        except TypeError as exc:
+            return self._finish(op, None, error_envelope(
+                op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}"), start)
+        ticket = Ticket(op, data, start, deadline, self.run_times)
+        if now >= (start_by := ticket.start_by()):  # its budget was spent before the call
+            self.run_times.shed(op)
+            return self._finish(op, ticket, shed_envelope(op, ticket.budget, now - start,
+                                                          deadline - start_by))
+        return ticket
+
+    def _post(self, ticket: Ticket) -> Dispatcher:
+        dispatcher = self._live_dispatcher()
+        dispatcher.post("call", ticket)
+        return dispatcher
+
+    def _finish(self, op: str, ticket: Ticket | None, out: dict,
+                start: float | None = None) -> dict:
+        envelope = complete(out, op, BACKEND, ticket.start if ticket is not None else start)
         if self.metrics is not None:
             self.metrics.observe(op, BACKEND, envelope)
         return envelope
 
-    def _round_trip(self, op: str, data: bytes, times: _TripTimes, signal: Any) -> _Trip:
-        while True:
-            try:
-                slot, waiter = self._line.take_or_wait(
-                    signal.arm(), (data, times, getattr(signal, "on_sent", None)))
-            except (QueueFull, Closed) as exc:
-                return self._rejected(op, exc)
-            sent_at = 0.0
-            if waiter is not None:
-                slot, sent_at = yield from self._handed_over(waiter, times.start_by(), signal)
-            if slot is None:
-                return self._shed(op, times)
-            if sent_at:
-                break
-            sent = self._deliver(slot, data, times.start_by())
-            if sent is None:
-                return self._shed(op, times)
-            if sent:
-                sent_at = time.monotonic()
-                break  # else the worker had died while idle: the job never left, try again
-        try:
-            answered = yield slot, times.deadline
-        except BaseException:  # the caller went away mid-job: nobody will read the answer
-            if slot.collected:
-                slot.collected = False  # the collector read it and gave the worker back
-            else:
-                self._revive(slot, "timeout", _grace(times.deadline - time.monotonic()))
-            raise
-        if isinstance(answered, _Answer):  # read by the collector, the worker handled
-            out, ended = answered.out, answered.at
-        # A caller whose own thread or event loop was slow to wake may find the answer
-        # already there at its deadline: kept, as the worker sent it (``ok`` only if the job
-        # finished by its deadline; ``run_job``).
-        elif not answered and not slot.proc.poll(0):
-            grace = _grace(times.budget)
-            self._revive(slot, "timeout", grace)
-            return self._timeout(op, times.budget, f"worker {slot.proc.pid} overran; it is "
-                                 f"replaced unless it answers within {grace * 1000:g} ms")
-        else:
-            out, ended = self._collect(op, slot), time.monotonic()
-        if out.get("status") == "ok":
-            self.run_times.observe(op, ended - sent_at)
-        return out
+    def _unanswered(self, ticket: Ticket, dispatcher: Dispatcher) -> dict:
+        """The caller's own answer when the dispatcher said nothing by the deadline."""
+        ticket.abandoned = True
+        alive = dispatcher.is_alive()
+        if not alive:
+            self._live_dispatcher()  # starts a new one for the next calls
+        why = "the pool's dispatcher was busy" if alive else "the pool's dispatcher had died"
+        log.warning("toolcodec: a %s job got no answer by its deadline (%s)", ticket.op, why)
+        ms = ticket.budget * 1000.0
+        return error_envelope(ticket.op, "timeout", TIMEOUT,
+                              f"no answer within {ms:g} ms ({why}; the caller stopped waiting)")
 
-    def _handed_over(
-        self, waiter: Waiter[_Slot], start_by: float, signal: Any
-    ) -> Generator[_Wait, bool, tuple[_Slot | None, float]]:
-        """Wait in line until ``start_by``: the worker handed over (None if none was) and
-        when the releaser started the job on it (0.0 if it did not)."""
-        try:
-            if not (yield waiter, start_by):
-                if self._line.leave(waiter) is None:
-                    return None, False
-                yield waiter, None  # handed over at the last instant: the releaser is finishing
-        except BaseException:  # the caller went away: give back what it was handed
-            if self._line.leave(waiter) is not None:
-                signal.after(lambda: self._settle(waiter, signal))
-            raise
-        return waiter.item, waiter.started
+    # -- the dispatcher ----------------------------------------------------------------
 
-    def _settle(self, waiter: Waiter[_Slot], signal: Any) -> None:
-        """Give back a worker handed to a caller that has gone away."""
-        if waiter.item is None:
-            return
-        if waiter.started:
-            answer = getattr(signal, "answer", None)
-            if answer is not None and not self._collector().unwatch(answer.fd, answer.done):
-                return  # the collector has read the answer and given the worker back
-            self._revive(waiter.item, "timeout", _grace(waiter.job[1].deadline - time.monotonic()))
-        else:
-            self._release(waiter.item)
+    def _new_process(self) -> WorkerProcess:
+        proc = WorkerProcess(handler=self._handler, start_method=self._start_method,
+                             env=self._env, notices=True)
+        proc.start()
+        return proc
 
-    def _release(self, slot: _Slot, *, back: bool = False) -> None:
-        """Give a worker to the longest waiter, starting that waiter's job on it, or park it."""
-        dropped: list[Waiter[_Slot]] = []
-        waiter = self._line.release(slot, back=back, can_start=_can_start, dropped=dropped)
-        for late in dropped:  # each finds no worker and answers that its job was shed
-            late.notify()
-        if waiter is None:
-            return
-        data, _, on_sent = waiter.job
-        try:
-            waiter.started = time.monotonic()
-            slot.proc.send_encoded(data)
-        except WorkerDied:
-            waiter.started = 0.0  # the waiter sends itself, finds the worker dead, replaces it
-        else:
-            if on_sent is not None:
-                on_sent(slot)
-        waiter.notify()
+    def _start_dispatcher(self) -> Dispatcher:
+        procs = [self._new_process() for _ in range(self.workers + self.spares)]
+        restarted = (lambda reason: self.metrics.restarted(BACKEND, reason)) \
+            if self.metrics is not None else (lambda reason: None)
+        dispatcher = Dispatcher(procs[:self.workers], procs[self.workers:],
+                                make=self._new_process, run_times=self.run_times,
+                                queue_size=self.queue_size, restarted=restarted,
+                                selector=self.selector)
+        dispatcher.start()
+        return dispatcher
 
-    def _deliver(self, slot: _Slot, data: bytes, start_by: float) -> bool | None:
-        """Send the job: True; False if the worker had died while idle (the job never left);
-        None if its time to start passed first (the worker is given back unused)."""
-        if time.monotonic() >= start_by:
-            self._release(slot)
-            return None
-        try:
-            slot.proc.send_encoded(data)
-            return True
-        except WorkerDied:
-            self._revive(slot, "crash")
-            return False
-
-    def _collect(self, op: str, slot: _Slot) -> dict:
-        try:
-            out = slot.proc.recv()
-        except WorkerDied as exc:
-            self._revive(slot, "crash")
-            return error_envelope(op, "worker_lost", WORKER_LOST, f"{exc}; the job has no result")
-        self._release(slot)
-        return out
-
-    def _encode(self, op: str, payload: dict, left: float) -> bytes | dict:
-        job = {
-            "id": f"{self._id_prefix}{next(self._ids)}",
-            "op": op,
-            "payload": payload,
-            "deadline": time.time() + left,
-        }
-        try:
-            return orjson.dumps(job)
-        except TypeError as exc:
-            return error_envelope(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
-
-    def _budget(self, timeout_ms: float | None) -> float:
-        ms = self.timeout_ms if timeout_ms is None else float(timeout_ms)
-        return min(ms, MAX_TIMEOUT_MS) / 1000.0  # Pool has checked it; waits need a bound
-
-    @staticmethod
-    def _timeout(op: str, budget: float, why: str) -> dict:
-        ms = budget * 1000.0
-        return error_envelope(op, "timeout", TIMEOUT, f"no answer within {ms:g} ms ({why})")
-
-    def _rejected(self, op: str, exc: Exception) -> dict:
-        closed = isinstance(exc, Closed)
-        why = "the pool is closed" if closed else f"queue full: {exc}"
-        return error_envelope(op, "rejected", REJECTED, f"job not accepted: {why}",
-                              reason=CLOSED if closed else QUEUE_FULL)
-
-    def _shed(self, op: str, times: _TripTimes) -> dict:
-        self.run_times.shed(op)
-        return shed_envelope(op, times.budget, time.monotonic() - times.start,
-                             times.deadline - times.start_by())
-
-    # -- supervision -------------------------------------------------------------------
-
-    def _revive(self, slot: _Slot, reason: str, grace: float = 0.0) -> None:
-        """Hand a worker that timed out or died to the supervisor (off the caller's path);
-        one that timed out may answer within ``grace`` seconds and be kept."""
-        self._line.away()
-        self._revive_queue.put((slot, reason, grace))
-
-    def _supervise(self) -> None:
-        """Replace crashed workers; give a worker whose job overran its budget one more
-        budget to answer before killing it (several such workers wait side by side)."""
-        overran: dict[_Slot, float] = {}  # worker: until when its late answer is awaited
-        while True:
-            # while workers are overran, look at their sockets every few ms: one that answers
-            # early in its grace is back at work at once, not at the end of the grace
-            wait = None if not overran else min(
-                max(min(overran.values()) - time.monotonic(), 0), OVERRUN_POLL_S)
-            try:
-                slot, reason, grace = self._revive_queue.get(timeout=wait)
-            except queue.Empty:
-                slot = None
-                reason, grace = "", 0.0
-            else:
-                if slot is None:
-                    return
-            if self._stopping:
-                for stuck in [*overran, *([slot] if slot is not None else [])]:
-                    stuck.proc.kill()
-                overran.clear()
-                continue
-            if slot is not None and reason == "timeout":
-                overran[slot] = time.monotonic() + grace
-            elif slot is not None:
-                self._respawn(slot, reason)
-                self._release(slot, back=True)
-            now = time.monotonic()
-            for late in list(overran):
-                answered = _answered(late.proc)
-                if answered or now >= overran[late]:
-                    del overran[late]
-                    if not answered:
-                        self._respawn(late, "timeout")
-                    self._release(late, back=True)
-
-    def _respawn(self, slot: _Slot, reason: str) -> None:
-        while True:
-            try:
-                slot.proc.restart()
-                break
-            except Exception:  # noqa: BLE001 - fork failed (memory, pid limit): retry soon
-                if self._stopping:
-                    return
-                time.sleep(0.05)
-        if self.metrics is not None:
-            self.metrics.restarted(BACKEND, reason)
+    def _live_dispatcher(self) -> Dispatcher:
+        """The dispatcher, started again if its thread has died (it is the one owner of the
+        workers: a new one starts with new workers, and the old ones are killed)."""
+        dispatcher = self._dispatcher
+        if dispatcher.is_alive() or self._closed:
+            return dispatcher
+        with self._heal_lock:
+            if self._dispatcher is dispatcher and not self._closed:
+                log.error("toolcodec: the pool's dispatcher thread had died; starting a new one")
+                self._dispatcher = self._start_dispatcher()
+                self.heals += 1
+                if self.metrics is not None:
+                    self.metrics.restarted(BACKEND, "dispatcher")
+        return self._dispatcher
 
     # -- shutdown ----------------------------------------------------------------------
 
     def close(self, timeout: float = 5.0) -> None:
         """Admit no new calls, let in-flight ones finish for up to ``timeout`` s, stop workers."""
-        if self._stopping:
+        if self._closed:
             return
-        end = time.monotonic() + timeout
-        self._line.close()
-        self._line.wait_idle(timeout)
-        self._stopping = True
-        self._revive_queue.put((None, "", 0.0))
-        self._supervisor.join(max(end - time.monotonic(), 1.0))
-        for slot in self._slots:
-            slot.proc.kill()
-        if self._collector_thread is not None:
-            self._collector_thread.stop()
+        self._closed = True
+        dispatcher = self._dispatcher
+        dispatcher.post("close", time.monotonic() + timeout)
+        dispatcher.join(timeout + 3.0)
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
         if self._untrack is not None:
             self._untrack()
 
-    @property
-    def pids(self) -> list[int | None]:
-        """The worker processes' ids (for tests and diagnostics)."""
-        return [slot.proc.pid for slot in self._slots]
 
-
-def _can_start(waiter: Waiter[_Slot]) -> bool:
-    """Whether a caller in line may still start its job (see ``_TripTimes.start_by``)."""
-    return time.monotonic() < waiter.job[1].start_by()
-
-
-# How long a worker whose job overran is awaited before it is killed: a first-use compile of
-# a tool set takes 5 ms on a quiet core and 50+ ms on a loaded one, and killing the worker
-# then only has its next job compile (and overrun) again; a stuck job is still stopped soon.
-MIN_GRACE_S, MAX_GRACE_S = 0.25, 1.0
-OVERRUN_POLL_S = 0.002
-
-
-def _grace(budget: float) -> float:
-    """How long an overrun job may still answer and keep its worker: one more budget,
-    within ``MIN_GRACE_S`` and ``MAX_GRACE_S``."""
-    return min(max(budget, MIN_GRACE_S), MAX_GRACE_S)
-
-
-def _answered(proc: WorkerProcess) -> bool:
-    """True if the overrun job has finished after all (its answer is dropped), leaving the
-    worker usable: a job that overran by a little, often one that compiled a new tool set,
-    keeps its worker and what the worker compiled, where a kill would lose both and have
-    the next job of that tool set compile (and overrun) again."""
-    try:
-        if proc.poll(0):
-            proc.recv()
-            return True
-    except WorkerDied:
-        pass
-    return False
+def _resolve(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(True)

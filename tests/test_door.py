@@ -47,7 +47,7 @@ def test_oversized_payload_is_refused_before_it_is_sent(pool, monkeypatch) -> No
     def never(*args, **kwargs):
         raise AssertionError("an oversized payload reached the encoder")
 
-    monkeypatch.setattr(pool.impl, "_encode", never)
+    monkeypatch.setattr(pool.impl, "_ticket", never)
     big = "x" * 150_000
     for out in (pool.submit("decode", {"text": big}),
                 asyncio.run(pool.asubmit("repair", {"text": big})),

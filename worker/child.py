@@ -21,6 +21,7 @@ import signal
 import socket
 import struct
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 import orjson
 from toolcodec.errors import BAD_REQUEST
 from toolcodec.worker.envelope import error_envelope, internal_error
+from toolcodec.worker.notices import FRAME_KEY, NOTICE
 
 Handler = Callable[[dict], dict]
 
@@ -68,13 +70,17 @@ class WorkerProcess:
     default, ~10 ms to start) it is imported in the parent and the child inherits it; with
     ``"spawn"`` or ``"forkserver"`` the child imports it. ``env`` is added to the child's
     environment before its first job (the pool passes the operator's limits this way).
+    With ``notices``, a job may send interim frames before its answer: dicts holding
+    ``toolcodec.worker.notices.FRAME_KEY`` (a codec build starting and ending), which only a
+    reader that expects them (the process backend's dispatcher) may ask for.
     """
 
     def __init__(self, *, handler: str = RUN_JOB_HANDLER, start_method: str = "fork",
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, notices: bool = False) -> None:
         self.handler = handler
         self.start_method = start_method
         self.env = dict(env or {})  # set in the child's environment before it serves
+        self.notices = notices
         self.pid: int | None = None
         self._ctx = multiprocessing.get_context(start_method)
         self._process: Any = None
@@ -93,7 +99,7 @@ class WorkerProcess:
             # A spawned child inherits no descriptors; a forked one closes its copies.
             stray = [*_PARENT_ENDS, parent] if self.start_method == "fork" else []
             process = self._ctx.Process(
-                target=_serve, args=(child, target, stray, self.env), daemon=True,
+                target=_serve, args=(child, target, stray, self.env, self.notices), daemon=True,
                 name="toolcodec-worker",
             )
             process.start()
@@ -165,6 +171,13 @@ class WorkerProcess:
         """The parent's pipe end, readable when a result arrives or the child dies."""
         return self._live_conn().fileno()
 
+    def connection(self) -> socket.socket:
+        """The parent's end of the pipe, for a reader that frames it itself (non-blocking);
+        raises :class:`WorkerDied` if the child is not running."""
+        if self._conn is None:
+            raise WorkerDied("worker is not running")
+        return self._conn
+
     def _live_conn(self) -> socket.socket:
         if self._conn is None:
             raise WorkerDied("worker is not running")
@@ -174,6 +187,21 @@ class WorkerProcess:
             # the socket buffer then fails half-way with EAGAIN, read as the worker's death.
             self._conn.setblocking(True)
         return self._conn
+
+    def exit_status(self, wait: float = 0.0) -> str:
+        """How the child ended, waiting at most ``wait`` seconds for it to be reaped: "killed
+        by signal N", "exit code N", or "pipe closed" if it is not reaped by then. A child
+        whose end of the pipe has closed is reaped within microseconds: a millisecond is
+        plenty, and never a stall."""
+        process = self._process
+        if process is None:
+            return "not running"
+        end = time.monotonic() + wait
+        while (code := process.exitcode) is None and time.monotonic() < end:  # WNOHANG
+            time.sleep(0.0001)
+        if code is None:
+            return "pipe closed"
+        return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
     def _exit(self) -> str:
         process = self._process
@@ -190,7 +218,7 @@ class WorkerProcess:
 
 
 def _serve(conn: socket.socket, target: Handler | str, stray: list[socket.socket],
-           env: dict[str, str]) -> None:
+           env: dict[str, str], notices: bool = False) -> None:
     """The child's loop: read a job, run it, answer; exit on EOF."""
     for other in stray:
         other.close()  # via the object, so that it never closes a reused descriptor later
@@ -202,6 +230,12 @@ def _serve(conn: socket.socket, target: Handler | str, stray: list[socket.socket
     # with the parent (~4 000 pages, +20 ms in the job that triggers it, often the first).
     gc.freeze()
     handler = resolve_handler(target) if isinstance(target, str) else target
+    if notices:
+        def notice(event: str) -> None:
+            frame = orjson.dumps({FRAME_KEY: event})
+            conn.sendall(_HEADER.pack(len(frame)) + frame)
+
+        NOTICE.set(notice)
     while True:
         try:
             data = _recv_frame(conn)

@@ -26,6 +26,7 @@ from toolcodec.worker import faults
 from toolcodec.worker.envelope import BadRequest, envelope, error_envelope, internal_error
 from toolcodec.worker.limits import ENV as LIMIT_ENV
 from toolcodec.worker.limits import LimitsError, job_limits, operator_limits
+from toolcodec.worker.notices import BUILDING, BUILT, NOTICE
 
 FAULT_ENV = "TOOLCODEC_FAULT_INJECTION"
 # The operator's ceilings for a job run outside a worker process (``toolcodec.worker.inline``),
@@ -39,12 +40,17 @@ GIVEN_CODEC: ContextVar[ToolCallCodec | None] = ContextVar("toolcodec_given_code
 # are code, and code never arrives in a job.
 CODEC_OPTIONS = {"nfkc_strings": bool, "starts_in_reasoning": bool, "limits": dict,
                  "formats": list}
+# Seconds the running job spent building its codec: not parse time, so its deadline moves by
+# as much (``toolcodec.worker.notices``). A one-item list, set per job by ``run_job``.
+_BUILD_SPENT: ContextVar[list[float] | None] = ContextVar("toolcodec_build_spent", default=None)
 
 
 def run_job(job: dict) -> dict:
     """Run one job and return its envelope; see the module docstring for the contract."""
     op = job.get("op") if isinstance(job, dict) else None
     op_name = op if isinstance(op, str) else ""
+    spent = [0.0]
+    token = _BUILD_SPENT.set(spent)
     try:
         payload, deadline = _check_job(job)
         if deadline is not None and (now := time.time()) >= deadline:
@@ -55,8 +61,9 @@ def run_job(job: dict) -> dict:
         result = handler(payload)
         # An answer finished after the deadline is not one: whether it counted would depend on
         # how soon the caller woke (a caller on time has already answered timeout), not on
-        # the job.
-        if deadline is not None and (now := time.time()) > deadline:
+        # the job. Building the job's codec was not parsing: the deadline moves by its time.
+        if deadline is not None and (now := time.time()) > deadline + spent[0]:
+            deadline += spent[0]
             return _late(op_name, job, now - deadline,
                          "ran {ms} ms past its deadline; its answer is not used")
         return envelope(op_name, "ok", result=result)
@@ -68,6 +75,8 @@ def run_job(job: dict) -> dict:
     except BaseException as exc:  # noqa: BLE001 - the worker must answer, whatever the codec
         # did; a Rust extension's PanicException is a BaseException too
         return internal_error(job, exc)
+    finally:
+        _BUILD_SPENT.reset(token)
 
 
 def _late(op: str, job: dict, late_s: float, what: str) -> dict:
@@ -247,13 +256,35 @@ def _codec(payload: dict, *, tools_required: bool) -> ToolCallCodec:
         return given
     tools, kwargs = _codec_args(payload, tools_required=tools_required)
     try:
-        return codec_for(tools, **kwargs)
+        return cached_codec(tools, **kwargs) or _build(tools, kwargs)
     except InvalidToolsError as exc:
         raise BadRequest(f"tools rejected: {exc}", "payload.tools") from exc
     except ValueError as exc:  # an unknown format id or reasoning family
         field = ("payload.options.starts_in_reasoning" if "starts_in_reasoning" in str(exc)
                  else "payload.options.formats")
         raise BadRequest(f"{field}: {exc}", field) from exc
+
+
+def _build(tools: Any, kwargs: dict[str, Any]) -> ToolCallCodec:
+    """Build the codec, told to a listening pool and kept out of the job's parse time."""
+    notice, spent = NOTICE.get(), _BUILD_SPENT.get()
+    start = time.time()
+    if notice is not None:
+        notice(BUILDING)
+    try:
+        return codec_for(tools, **kwargs)
+    finally:
+        if spent is not None:
+            spent[0] += time.time() - start
+        if notice is not None:
+            notice(BUILT)
+
+
+def _op_prepare(payload: dict) -> dict:
+    """Build the codec for ``tools`` and ``options`` now, so that the decode jobs that use
+    them later spend their budget parsing (``Pool.prepare``)."""
+    _codec(payload, tools_required=False)
+    return {"ok": True}
 
 
 def codec_ready(payload: dict) -> ToolCallCodec | None:
@@ -336,6 +367,7 @@ OPS: dict[str, Callable[[dict], dict]] = {
     "kindaxml": _op_kindaxml,
     "validate_result": _op_validate_result,
     "decode_block": _op_decode_block,
+    "prepare": _op_prepare,
 }
 
 
@@ -349,6 +381,7 @@ PAYLOAD_FIELDS: dict[str, frozenset[str]] = {
     "validate_result": frozenset({"tool", "output", "schemas", "tools"}),
     "decode_block": frozenset({"text", "fmt", "tag", "closed", "body", "tools", "options",
                                "_sleep_s"}),
+    "prepare": frozenset({"tools", "options"}),
 }
 
 
