@@ -207,6 +207,25 @@ class Pool:
         self.metrics.observe(envelope["op"], self.backend, envelope)
         return envelope
 
+    def prepare(self, tools: list[dict] | None, options: dict | None = None) -> bool:
+        """Build the codec for ``tools`` (and the job ``options``) ahead of the jobs that use
+        them, off any job's budget; returns at once.
+
+        A job whose tool set its worker has not built pays the build first: that time is not
+        charged to its parse budget, but its caller waits for it (up to one second). Call this
+        as soon as the tools are known (a chat backend: when the request arrives, while the
+        model generates) so that the decode finds them built: each idle worker of the process
+        backend builds them (the most recent eight tool sets; a worker started later builds
+        them too), and jobs run inline find them built here. True if it was taken; False
+        where the backend has nothing to prepare (RQ workers build on their first job) or
+        the tools are not JSON data.
+        """
+        payload = {"tools": tools} if options is None else {"tools": tools, "options": options}
+        if self._inline is not None:
+            self._inline.prepare(payload)
+        native = getattr(self._impl, "prepare", None)
+        return bool(native(tools, options)) if native is not None else False
+
     def stream(self, tools: list[dict] | None = None, *, timeout_ms: float | None = None,
                id_prefix: str | None = None, **options: Any) -> Any:
         """An async stream decoder (``toolcodec.pool.stream.PoolStream``): ``await s.feed(chunk)``,

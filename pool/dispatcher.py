@@ -60,6 +60,9 @@ BUILD_CAP_S = 1.0
 # Tool sets a worker is asked to prepare when idle: the most recent ones, fewer than the
 # codec's own cache holds (16) so that preparing never evicts a tool set in use.
 PREPARED_KEEP = 8
+# A job is set aside (a spare takes its slot) once it has run twice its op's expected run
+# time, and at least this long, while others wait.
+SUSPECT_AFTER_S = 0.002
 MAX_TURN_WAIT_S = 0.5  # the loop looks at its spawner's health at least this often
 SWITCH_INTERVAL_S = float(os.environ.get("TOOLCODEC_SWITCH_INTERVAL_S", "0.0005"))
 
@@ -121,7 +124,12 @@ class _Worker:
         self.ticket: Ticket | None = None
         self.until: float | None = None  # a job (or a prepare) is out; when it must end
         self.prepared = prepared  # how far into the prepare log this worker has built
-        self.slot = -1
+        self.slot = SPARE  # its slot's index, or ASIDE, SPARE, GONE
+
+
+# Where a worker is when it holds no slot: running a job set aside (registered with the
+# selector, its slot given to a spare), waiting as a spare (not registered), or gone.
+ASIDE, SPARE, GONE = -1, -2, -3
 
 
 class Spawner(threading.Thread):
@@ -154,7 +162,10 @@ class Spawner(threading.Thread):
             if what == "stop":
                 return
             if what == "reap" and proc is not None:
-                proc.kill()
+                try:
+                    proc.kill()
+                except Exception:  # noqa: BLE001 - reaped elsewhere (interpreter exit)
+                    pass
                 continue
             while not self._stopping:
                 try:
@@ -195,6 +206,7 @@ class Dispatcher(threading.Thread):
         self._slots: list[_Worker | None] = [None] * len(procs)
         self._spares_wanted = len(spares)
         self._spares: deque[_Worker] = deque(_Worker(p, 0) for p in spares)
+        self._aside: list[_Worker] = []  # jobs running long, moved out of their slots
         self._idle: deque[_Worker] = deque()
         self._pending: deque[Ticket] = deque()
         self._expiry: list[tuple[float, int, Ticket]] = []  # (start_by as first known, seq, t)
@@ -206,6 +218,7 @@ class Dispatcher(threading.Thread):
         self._closing_by: float | None = None
         self._done = False
         self.errors = 0  # exceptions a turn raised (each logged); the loop went on
+        self.job_builds = 0  # jobs that had to build their codec first (not prepared)
         self.counts = {"idle": 0, "busy": 0, "starting": len(procs), "waiting": 0}
         for i, proc in enumerate(procs):
             self._fill(i, _Worker(proc, 0))
@@ -222,6 +235,13 @@ class Dispatcher(threading.Thread):
             self._wake_w.send(b"\0")
         except OSError:
             pass  # the pipe is full (the loop will wake) or closed (the loop is gone)
+
+    def prepared_everywhere(self, at_least: int = 0) -> bool:
+        """Whether every worker has built every tool set it was asked to prepare (and at
+        least ``at_least`` were asked for)."""
+        done = len(self._prepare_log)
+        return done >= at_least and all(w is not None and w.prepared >= done and w.until is None
+                   for w in list(self._slots))
 
     def pids(self) -> list[int | None]:
         return [None if w is None else w.proc.pid for w in list(self._slots)]
@@ -252,7 +272,7 @@ class Dispatcher(threading.Thread):
                 continue
             if mask & _WRITE and worker.writer is not None:
                 self._flush(worker)
-            if mask & _READ and worker.slot >= 0:
+            if mask & _READ and worker.slot >= ASIDE:
                 self._read(worker)
         self._take_inbox()
         now = time.monotonic()
@@ -273,7 +293,7 @@ class Dispatcher(threading.Thread):
         if self._inbox:
             return 0.0
         due = time.monotonic() + MAX_TURN_WAIT_S
-        for worker in self._slots:
+        for worker in [*self._slots, *self._aside]:
             if worker is not None and worker.until is not None and worker.until < due:
                 due = worker.until
         if self._expiry and self._expiry[0][0] < due:
@@ -305,6 +325,7 @@ class Dispatcher(threading.Thread):
         if ticket is None:
             return  # a prepare: its own deadline already allows the build
         if event == BUILDING:
+            self.job_builds += 1
             ticket.build_at, ticket.parse_left = now, max(ticket.deadline - now, 0.0)
             ticket.deadline = worker.until = now + BUILD_CAP_S + ticket.parse_left
         elif event == BUILT and ticket.build_at:
@@ -319,6 +340,12 @@ class Dispatcher(threading.Thread):
             if isinstance(out, dict) and out.get("status") == "ok":
                 self.run_times.observe(ticket.op, time.monotonic() - ticket.sent_at)
             _settle(ticket, out)
+        if worker.slot == ASIDE:  # its slot went to a spare; it runs at the lowest priority
+            self._aside.remove(worker)  # now, so a fresh process takes its place as a spare
+            self._sel.unregister(worker.sock)
+            self._gone(worker)
+            self.spawner.spawn()
+            return
         self._idle.append(worker)
 
     def _flush(self, worker: _Worker) -> None:
@@ -411,7 +438,7 @@ class Dispatcher(threading.Thread):
     # -- deadlines -----------------------------------------------------------------------
 
     def _expire(self, now: float) -> None:
-        for worker in self._slots:
+        for worker in [*self._slots, *self._aside]:
             if worker is not None and worker.until is not None and worker.until <= now:
                 ticket = worker.ticket
                 if ticket is not None:
@@ -443,6 +470,8 @@ class Dispatcher(threading.Thread):
 
     def _dispatch(self, now: float) -> None:
         pending, idle = self._pending, self._idle
+        if pending and not idle and self._spares:
+            self._set_aside(now)
         while pending and idle:
             ticket = pending.popleft()
             self._waiting -= 1
@@ -465,6 +494,27 @@ class Dispatcher(threading.Thread):
             self._waiting -= 1
         if not pending and idle and self._prepare_log:
             self._prepare_idle(now)
+
+    def _set_aside(self, now: float) -> None:
+        """Jobs running far past what their op takes are most likely runaways: each such
+        job keeps running (to its answer or its deadline) beside the pool, at the lowest CPU
+        priority, and a spare takes its slot, so the line behind it keeps moving and its CPU
+        no longer counts against the pool's. Its process is replaced once its job ends."""
+        for worker in self._slots:
+            if not self._spares:
+                return
+            ticket = worker.ticket if worker is not None else None
+            if ticket is None or ticket.build_at or worker.slot < 0:
+                continue
+            if now - ticket.sent_at < max(2 * self.run_times.reserve(ticket.op, ticket.budget),
+                                          SUSPECT_AFTER_S):
+                continue
+            slot = worker.slot
+            worker.slot = ASIDE
+            self._aside.append(worker)
+            _lowest_priority(worker.proc)
+            self._slots[slot] = None
+            self._promote(slot)
 
     def _prepare_idle(self, now: float) -> None:
         """Idle workers build the tool sets they have not (one each per turn)."""
@@ -497,32 +547,46 @@ class Dispatcher(threading.Thread):
         self._retire(worker, "crash")
 
     def _retire(self, worker: _Worker, reason: str) -> None:
-        """Take a worker out of its slot, kill it now, and put a spare in its place."""
+        """Take a worker out of its slot (or from aside), kill it now, and put a spare in its
+        place; a new process is asked for either way."""
         slot = worker.slot
-        if slot < 0:
+        if slot in (SPARE, GONE):
             return
-        worker.slot = -1
         worker.until = None
-        self._slots[slot] = None
-        try:
-            self._idle.remove(worker)
-        except ValueError:
-            pass
+        if slot == ASIDE:
+            self._aside.remove(worker)
+        else:
+            self._slots[slot] = None
+            try:
+                self._idle.remove(worker)
+            except ValueError:
+                pass
         try:
             self._sel.unregister(worker.sock)
         except (KeyError, ValueError, OSError):
             pass
-        _kill_now(worker.proc)
-        self.spawner.reap(worker.proc)
+        self._gone(worker)
         self._restarted(reason)
         if self._done or self._closing_by is not None:
             return
         self.spawner.spawn()
+        if slot >= 0:
+            self._promote(slot)
+
+    def _gone(self, worker: _Worker) -> None:
+        """Kill the worker now (SIGKILL: a runaway stops at once) and have it reaped."""
+        worker.slot = GONE
+        _kill_now(worker.proc)
+        self.spawner.reap(worker.proc)
+
+    def _promote(self, slot: int) -> None:
+        """Give an empty slot the first live spare (none: it waits for the spawner)."""
         while self._spares:
             spare = self._spares.popleft()
             if spare.proc.alive:
                 self._fill(slot, spare)
                 return
+            spare.slot = GONE
             self.spawner.reap(spare.proc)
             self.spawner.spawn()
 
@@ -535,7 +599,8 @@ class Dispatcher(threading.Thread):
 
     def _close_if_due(self, now: float) -> None:
         assert self._closing_by is not None
-        running = any(w is not None and w.ticket is not None for w in self._slots)
+        running = any(w is not None and w.ticket is not None
+                      for w in [*self._slots, *self._aside])
         if (self._waiting or running) and now < self._closing_by:
             return
         self._done = True
@@ -548,7 +613,7 @@ class Dispatcher(threading.Thread):
                                            f"job not accepted: {why}", reason=CLOSED))
         self._pending.clear()
         self._waiting = 0
-        for worker in [*self._slots, *self._spares]:
+        for worker in [*self._slots, *self._aside, *self._spares]:
             if worker is None:
                 continue
             if worker.ticket is not None:
@@ -558,6 +623,7 @@ class Dispatcher(threading.Thread):
             worker.proc.kill()
         self._slots = [None] * len(self._slots)
         self._spares.clear()
+        self._aside.clear()
         self._idle.clear()
         self.spawner.stop()
         self.spawner.join(2.0)  # it may be forking: what it makes now it kills itself
@@ -577,7 +643,7 @@ class Dispatcher(threading.Thread):
         """The counts other threads read (a new dict each time: read whole, never torn)."""
         idle = len(self._idle)
         live = sum(1 for w in self._slots if w is not None)
-        self.counts = {"idle": idle, "busy": live - idle,
+        self.counts = {"idle": idle, "busy": live - idle + len(self._aside),
                        "starting": len(self._slots) - live, "waiting": max(self._waiting, 0)}
 
 
@@ -590,6 +656,15 @@ def _settle(ticket: Ticket, out: dict) -> None:
         ticket.notify()
     except Exception:  # noqa: BLE001 - a caller's wake-up must not stop the loop
         log.exception("toolcodec: waking a caller failed")
+
+
+def _lowest_priority(proc: WorkerProcess) -> None:
+    """Let a job set aside run only on CPU the pool's workers leave free."""
+    if proc.pid is not None and hasattr(os, "setpriority"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, proc.pid, 19)
+        except OSError:
+            pass
 
 
 def _kill_now(proc: WorkerProcess) -> None:

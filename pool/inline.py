@@ -118,6 +118,11 @@ class Inline:
                     return False
         return True
 
+    def prepare(self, payload: dict) -> None:
+        """Have the codec for the payload's tools and options built here, unless it is."""
+        if ready_here(payload, self.ceiling) is None:
+            self._build_later(payload)
+
     def _build_later(self, payload: dict) -> None:
         if self._builder is None:
             with self._lock:

@@ -21,11 +21,13 @@ The invariants (docs/pool.md, "Invariants"):
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -44,12 +46,26 @@ from toolcodec.worker.metrics import Metrics
 
 BACKEND = "process"
 DEFAULT_QUEUE_SIZE = 1024
-DEFAULT_SPARES = 1
+# Processes started beside the workers. A worker killed at a deadline, or whose job is set
+# aside as a likely runaway, gives its slot to a spare at once; two keep the line moving
+# when two runaways overlap (measured: tests/benchmarks/bench_deadline.py).
+DEFAULT_SPARES = 2
 # How long past its deadline a caller waits for the dispatcher before answering on its own:
 # the dispatcher answers at the deadline; this covers its thread being scheduled late.
 CALLER_GRACE_S = 0.025
 
 log = logging.getLogger("toolcodec.pool")
+
+# Pools still open when the interpreter exits are closed first: multiprocessing's own exit
+# hook terminates the workers, and a dispatcher still running would replace them with new
+# processes that it then waits for forever. atexit runs hooks last-registered first.
+_OPEN: weakref.WeakSet[ProcessBackend] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_pools() -> None:
+    for backend in list(_OPEN):
+        backend.close(timeout=0.0)
 
 
 class ProcessBackend:
@@ -101,6 +117,8 @@ class ProcessBackend:
         self.metrics = metrics
         self.run_times = RunTimes()
         self.heals = 0  # dispatchers started again after one died
+        self.unanswered = 0  # calls whose caller answered timeout itself (no word in time)
+        self._next_warning = 0.0
         self._ids = itertools.count(1)
         self._id_prefix = f"{os.getpid()}-{id(self):x}-"
         self._closed = False
@@ -113,6 +131,7 @@ class ProcessBackend:
             warm()
         self._dispatcher = self._start_dispatcher()
         self._untrack = metrics.track(BACKEND, self.counts) if metrics else None
+        _OPEN.add(self)
 
     # -- calls -------------------------------------------------------------------------
 
@@ -221,11 +240,13 @@ class ProcessBackend:
         return counts["idle"] + counts["busy"]
 
     def health(self) -> dict[str, object]:
-        """The pool's threads: whether each runs, how often the dispatcher was replaced and
-        how many of its turns failed (each logged)."""
+        """The pool's threads: whether each runs, how often the dispatcher was replaced, how
+        many of its turns failed (each logged) and how many callers answered ``timeout``
+        themselves because it said nothing by their deadline plus the grace."""
         dispatcher = self._dispatcher
         return {"dispatcher": dispatcher.is_alive(), "spawner": dispatcher.spawner.is_alive(),
-                "heals": self.heals, "turn_errors": dispatcher.errors}
+                "heals": self.heals, "turn_errors": dispatcher.errors,
+                "unanswered": self.unanswered}
 
     @property
     def pids(self) -> list[int | None]:
@@ -279,7 +300,12 @@ class ProcessBackend:
         if not alive:
             self._live_dispatcher()  # starts a new one for the next calls
         why = "the pool's dispatcher was busy" if alive else "the pool's dispatcher had died"
-        log.warning("toolcodec: a %s job got no answer by its deadline (%s)", ticket.op, why)
+        self.unanswered += 1
+        now = time.monotonic()
+        if now >= self._next_warning:  # at most one line a second: overload is no log flood
+            self._next_warning = now + 1.0
+            log.warning("toolcodec: a %s job got no answer by its deadline (%s); %d so far",
+                        ticket.op, why, self.unanswered)
         ms = ticket.budget * 1000.0
         return error_envelope(ticket.op, "timeout", TIMEOUT,
                               f"no answer within {ms:g} ms ({why}; the caller stopped waiting)")
