@@ -143,22 +143,24 @@ class Spawner(threading.Thread):
                  deliver: Callable[[WorkerProcess], None]) -> None:
         super().__init__(name="toolcodec-pool-spawner", daemon=True)
         self._make, self._deliver = make, deliver
-        self._requests: queue.Queue[tuple[str, WorkerProcess | None]] = queue.Queue()
+        self._requests: queue.Queue[tuple[str, WorkerProcess | None, Callable[[], None] | None]] \
+            = queue.Queue()
         self._stopping = False
 
     def spawn(self) -> None:
-        self._requests.put(("spawn", None))
+        self._requests.put(("spawn", None, None))
 
-    def reap(self, proc: WorkerProcess) -> None:
-        self._requests.put(("reap", proc))
+    def reap(self, proc: WorkerProcess, then: Callable[[], None] | None = None) -> None:
+        """Kill (if need be) and reap ``proc``; then call ``then``, if given."""
+        self._requests.put(("reap", proc, then))
 
     def stop(self) -> None:
         self._stopping = True
-        self._requests.put(("stop", None))
+        self._requests.put(("stop", None, None))
 
     def run(self) -> None:
         while True:
-            what, proc = self._requests.get()
+            what, proc, then = self._requests.get()
             if what == "stop":
                 return
             if what == "reap" and proc is not None:
@@ -166,6 +168,8 @@ class Spawner(threading.Thread):
                     proc.kill()
                 except Exception:  # noqa: BLE001 - reaped elsewhere (interpreter exit)
                     pass
+                if then is not None:
+                    then()
                 continue
             while not self._stopping:
                 try:
@@ -305,8 +309,7 @@ class Dispatcher(threading.Thread):
     def _read(self, worker: _Worker) -> None:
         frames = worker.reader.read(worker.sock)
         if frames is None:
-            self._lost(worker, f"worker {worker.proc.pid} died before answering "
-                               f"({worker.proc.exit_status(0.002)}); the job has no result")
+            self._died(worker)
             return
         for data in frames:
             try:
@@ -383,6 +386,10 @@ class Dispatcher(threading.Thread):
                 self._prepare(message[1], message[2])
             elif kind == "spawned":
                 self._spawned(message[1])
+            elif kind == "lost":
+                ticket = message[1]
+                _settle(ticket, error_envelope(ticket.op, "worker_lost", WORKER_LOST,
+                                               message[2]))
             elif kind == "forget":
                 self._forget(message[1])
             elif kind == "close":
@@ -538,6 +545,17 @@ class Dispatcher(threading.Thread):
         self._sel.register(worker.sock, _READ, worker)
         self._idle.append(worker)
 
+    def _died(self, worker: _Worker) -> None:
+        """A worker's pipe closed: it died. Its job is answered once the process is reaped,
+        which says how it ended (a signal, an exit code); the slot is refilled now."""
+        ticket, proc = worker.ticket, worker.proc
+        if ticket is None or proc.exit_status() != "pipe closed":
+            self._lost(worker, _died_why(proc))
+            return
+        worker.ticket = None
+        self._retire(worker, "crash",
+                     then=lambda: self.post("lost", ticket, _died_why(proc)))
+
     def _lost(self, worker: _Worker, why: str) -> None:
         """A worker died (or its answer was unreadable): its job, if any, is lost."""
         ticket = worker.ticket
@@ -546,7 +564,8 @@ class Dispatcher(threading.Thread):
             _settle(ticket, error_envelope(ticket.op, "worker_lost", WORKER_LOST, why))
         self._retire(worker, "crash")
 
-    def _retire(self, worker: _Worker, reason: str) -> None:
+    def _retire(self, worker: _Worker, reason: str,
+                then: Callable[[], None] | None = None) -> None:
         """Take a worker out of its slot (or from aside), kill it now, and put a spare in its
         place; a new process is asked for either way."""
         slot = worker.slot
@@ -565,7 +584,7 @@ class Dispatcher(threading.Thread):
             self._sel.unregister(worker.sock)
         except (KeyError, ValueError, OSError):
             pass
-        self._gone(worker)
+        self._gone(worker, then)
         self._restarted(reason)
         if self._done or self._closing_by is not None:
             return
@@ -573,11 +592,11 @@ class Dispatcher(threading.Thread):
         if slot >= 0:
             self._promote(slot)
 
-    def _gone(self, worker: _Worker) -> None:
+    def _gone(self, worker: _Worker, then: Callable[[], None] | None = None) -> None:
         """Kill the worker now (SIGKILL: a runaway stops at once) and have it reaped."""
         worker.slot = GONE
         _kill_now(worker.proc)
-        self.spawner.reap(worker.proc)
+        self.spawner.reap(worker.proc, then)
 
     def _promote(self, slot: int) -> None:
         """Give an empty slot the first live spare (none: it waits for the spawner)."""
@@ -656,6 +675,11 @@ def _settle(ticket: Ticket, out: dict) -> None:
         ticket.notify()
     except Exception:  # noqa: BLE001 - a caller's wake-up must not stop the loop
         log.exception("toolcodec: waking a caller failed")
+
+
+def _died_why(proc: WorkerProcess) -> str:
+    return f"worker {proc.pid} died before answering ({proc.exit_status()}); " \
+        "the job has no result"
 
 
 def _lowest_priority(proc: WorkerProcess) -> None:

@@ -113,6 +113,39 @@ def test_a_spawner_that_dies_is_replaced(faults: None, monkeypatch: pytest.Monke
         assert pool.submit("repair", {"text": "[2,"})["result"]["value"] == [2]
 
 
+def test_a_job_still_running_at_its_deadline_is_replaced_by_a_spare_at_once(
+        faults: None) -> None:
+    """An overrun costs its own answer: the worker is killed at the deadline (the runaway
+    burns no more CPU) and a spare started beforehand takes its slot."""
+    registry = CollectorRegistry()
+    with Pool(workers=2, timeout_ms=LONG_MS, registry=registry) as pool:
+        pids = list(pool.impl.pids)
+        out = pool.submit("_spin", {"seconds": SLOW}, timeout_ms=100)
+        assert out["status"] == "timeout" and "killed and replaced" in out["error"]["message"]
+        # (how soon: tests/benchmarks/bench_deadline.py, "capacity back", a few microseconds)
+        assert wait_until(lambda: pool.impl.counts()["idle"] == 2)
+        changed = [a != b for a, b in zip(pool.impl.pids, pids, strict=True)]
+        assert changed.count(True) == 1
+        assert registry.get_sample_value("toolcodec_worker_restarts_total",
+                                         {"backend": "process", "reason": "timeout"}) == 1
+
+
+def test_a_long_job_is_set_aside_and_the_line_moves_on(faults: None) -> None:
+    """Two jobs that run for seconds hold both workers; the jobs behind them are not shed:
+    the long ones are set aside (at the lowest priority) and the spares serve the line."""
+    with Pool(workers=2, timeout_ms=LONG_MS, registry=CollectorRegistry()) as pool:
+        long = [threading.Thread(target=pool.submit, args=("_sleep", {"seconds": 3}))
+                for _ in range(2)]
+        for t in long:
+            t.start()
+        assert wait_until(lambda: pool.impl.counts()["idle"] == 0)
+        outs = [pool.submit("repair", {"text": "[1,"}, timeout_ms=2000) for _ in range(5)]
+        assert [o["status"] for o in outs] == ["ok"] * 5
+        for t in long:
+            t.join()
+        assert wait_until(lambda: pool.impl.counts()["idle"] == 2)
+
+
 @pytest.mark.parametrize("selector", sorted(set(SELECTORS) - {"default"}))
 def test_the_pool_runs_on_every_selector_the_platform_has(faults: None, selector: str) -> None:
     """macOS has no epoll: the dispatcher waits with whatever ``selectors`` offers."""

@@ -40,7 +40,9 @@ def faults(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def pool(faults: None, registry: CollectorRegistry):
-    with Pool(workers=2, timeout_ms=LONG_MS, registry=registry) as p:
+    # No spares: these tests fill both workers to make callers wait, and a job running long
+    # while others wait would be set aside for a spare (tests/test_pool_invariants.py).
+    with Pool(workers=2, timeout_ms=LONG_MS, registry=registry, spares=0) as p:
         yield p
 
 

@@ -82,6 +82,7 @@ class WorkerProcess:
         self.env = dict(env or {})  # set in the child's environment before it serves
         self.notices = notices
         self.pid: int | None = None
+        self.exitcode: int | None = None  # how the last child ended, once it is reaped
         self._ctx = multiprocessing.get_context(start_method)
         self._process: Any = None
         self._conn: socket.socket | None = None
@@ -155,6 +156,7 @@ class WorkerProcess:
                 except OSError:
                     pass  # already reaped
             process.join()
+            self.exitcode = process.exitcode
             process.close()
 
     def restart(self) -> None:
@@ -194,10 +196,12 @@ class WorkerProcess:
         whose end of the pipe has closed is reaped within microseconds: a millisecond is
         plenty, and never a stall."""
         process = self._process
-        if process is None:
+        code = self.exitcode if process is None else None
+        if process is None and code is None:
             return "not running"
         end = time.monotonic() + wait
-        while (code := process.exitcode) is None and time.monotonic() < end:  # WNOHANG
+        while process is not None and (code := process.exitcode) is None \
+                and time.monotonic() < end:  # WNOHANG
             time.sleep(0.0001)
         if code is None:
             return "pipe closed"
