@@ -8,14 +8,18 @@ The random-fault stress test is tests/test_pool_stress.py.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 
+import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 from toolcodec.pool import Pool
 from toolcodec.pool.dispatcher import SELECTORS
 from toolcodec.worker.jobs import FAULT_ENV
 
+from tests.serve_process import ServeProcess
 from tests.test_pool_process import wait_until
 
 SLOW = 60.0  # seconds a stuck job would run
@@ -191,3 +195,26 @@ def test_bursts_of_runaway_jobs_leave_a_pool_that_answers(faults: None) -> None:
             assert [o["status"] for o in healthy] == ["ok"] * 4
         health = pool.impl.health()
         assert health["dispatcher"] and health["spawner"] and health["turn_errors"] == 0
+
+
+def test_a_fresh_servers_first_answer_with_new_tools_is_decoded_beside_a_busy_core() -> None:
+    """The first request with a new set of eight tools, on a server whose machine has a core
+    burnt by another process, is decoded within its 50 ms: building the tool set is not
+    charged to it (it was once answered 503 timeout)."""
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
+        "required": ["q"]}}} for i in range(8)]
+    text = '<tool_call>{"name": "tool_5", "arguments": {"q": "x", "n": "2"}}</tool_call>'
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    server = ServeProcess("--workers", "2", "--timeout-ms", "50")
+    try:
+        server.start()
+        response = httpx.post(server.url + "/v1/decode", json={"text": text, "tools": tools},
+                              timeout=30)
+        envelope = response.json()
+        assert response.status_code == 200, envelope
+        assert envelope["result"]["calls"][0]["arguments"] == {"q": "x", "n": 2}
+    finally:
+        server.stop()
+        burner.kill()
+        burner.wait()
