@@ -138,6 +138,7 @@ def run(config: ServeConfig) -> int:
         inline = DEFAULT_INLINE_MAX_CHARS if config.backend == "process" else 0
     pool = Pool(config.backend, timeout_ms=config.timeout_ms, registry=REGISTRY,
                 max_payload_chars=config.max_payload_chars, inline_max_chars=inline, **options)
+    pool.metrics.prime(pool.backend)  # every series a rule reads, at 0 from the first scrape
     try:
         service = Service(pool, timeout_ms=config.timeout_ms, max_body=config.max_body,
                           registry=REGISTRY, ready=_readiness(pool, config),
