@@ -229,11 +229,24 @@ def dashboards() -> dict[Path, dict[str, Any]]:
 
 
 def promtool_tests() -> dict[str, Any]:
+    """``cases.yml`` as promtool reads it. A case may carry a ``fault``: ``at`` (an eval
+    time), ``firing`` (the alerts expected then, by ``alertname`` and ``exp_labels``) and
+    ``pages`` (how many notifications the shipped Alertmanager config sends the pager for
+    them, checked by tests/test_ops_alertmanager.py); every other alert is expected quiet then."""
     rules = yaml.safe_load(RULES.read_text())
     annotations = {r["alert"]: r.get("annotations", {}) for g in rules["groups"]
                    for r in g["rules"] if "alert" in r}
     cases = yaml.safe_load(CASES.read_text())
     for test in cases["tests"]:
+        fault = test.pop("fault", None)
+        if fault is not None:  # every alert's state at that time: the firing ones, the rest []
+            firing: dict[str, list[dict[str, Any]]] = {}
+            for alert in fault["firing"]:
+                firing.setdefault(alert["alertname"], []).append(
+                    {"exp_labels": dict(alert["exp_labels"])})
+            test.setdefault("alert_rule_test", []).extend(
+                {"eval_time": fault["at"], "alertname": name, "exp_alerts": firing.get(name, [])}
+                for name in annotations)
         for check in test.get("alert_rule_test", []):
             for alert in check.get("exp_alerts", []):
                 labels = alert["exp_labels"]

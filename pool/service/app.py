@@ -236,7 +236,7 @@ def build_app(service: Service, extra_routes: list[Route] | None = None,
                                                        Exception: crashed})
     if direct:
         app = _direct(direct, app, service)
-    return _stamped(service.metrics.wrap(app))
+    return _stamped(_closing_when_draining(service.metrics.wrap(app), service))
 
 
 def _direct(paths: dict[str, Any], app: Any, service: Service) -> Any:
@@ -294,6 +294,25 @@ def _stamped(app: Any) -> Any:
         scope[ARRIVED] = time.monotonic()
         await app(scope, receive, send)
     return stamped
+
+
+def _closing_when_draining(app: Any, service: Service) -> Any:
+    """While the server drains, every answer says ``Connection: close`` and its connection is
+    closed after it: a client learns from the answer itself to open a new connection (to
+    another replica), instead of reusing one that the server is about to close under it."""
+    async def closing(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def sending(message: dict) -> None:
+            if message["type"] == "http.response.start" and service.draining:
+                headers = [(k, v) for k, v in message.get("headers", ())
+                           if k.lower() != b"connection"]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+        await app(scope, receive, sending)
+    return closing
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:

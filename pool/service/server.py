@@ -189,7 +189,11 @@ def _proxy_routes(config: ServeConfig, pool: Pool, service: Service
 def _readiness(pool: Pool, config: ServeConfig) -> Any:
     if config.backend == "process":
         async def ready() -> str | None:
-            if pool.impl.live_workers() < 1:
+            # "Can take work": a worker being re-forked after its job's deadline kill takes
+            # the next job in a moment, and a busy one its next; overload is not unreadiness
+            # (the pool sheds what it cannot start in time, with 429).
+            counts = pool.impl.counts()
+            if counts["idle"] + counts["busy"] + counts["starting"] < 1:
                 return "no worker process is up"
             return None
         return ready
@@ -205,10 +209,13 @@ def _readiness(pool: Pool, config: ServeConfig) -> Any:
     def probe() -> str | None:
         # Live workers come from heartbeats that expire, not from RQ's worker set, which
         # keeps a killed worker's entry for minutes.
+        # Redis not answering is not unreadiness: every replica shares it, so failing them
+        # all would turn each caller's 503 backend_unavailable into a connection refused;
+        # ToolcodecBackendDown pages for it (toolcodec_rq_redis_up).
         try:
             counts = live_lanes(client, config.queue)
-        except redis.exceptions.RedisError as exc:
-            return f"Redis does not answer: {type(exc).__name__}"
+        except redis.exceptions.RedisError:
+            return None
         if counts["idle"] + counts["busy"] < 1:
             return f"no toolcodec worker has a live heartbeat on queue {config.queue!r}"
         return None

@@ -1,0 +1,96 @@
+"""``/readyz`` says "can take work", and a drain closes keep-alive connections cleanly.
+
+Real ``toolcodec serve`` processes over real sockets: a worker held away for its deadline kill
+(killed and re-forked after its job overran) leaves the server ready; during the shutdown
+delay every answer says ``Connection: close`` and the server closes the connection after it.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+
+import httpx
+import orjson
+
+from tests.serve_process import ServeProcess
+
+FAULTS = {"TOOLCODEC_FAULT_INJECTION": "1"}
+
+
+def starting(url: str) -> bool:
+    text = httpx.get(url + "/metrics", timeout=10).text
+    return 'toolcodec_workers{backend="process",state="starting"} 1.0' in text
+
+
+def test_a_worker_in_its_deadline_kill_is_not_unreadiness() -> None:
+    srv = ServeProcess("--workers", "1", "--timeout-ms", "300", env=FAULTS).start()
+    stop = threading.Event()
+
+    def overrun() -> None:  # each job overruns: the only worker is killed and re-forked
+        with httpx.Client() as client:
+            while not stop.is_set():
+                try:
+                    client.post(srv.url + "/v1/_sleep", content=orjson.dumps({"seconds": 5}),
+                                headers={"content-type": "application/json"}, timeout=30)
+                except httpx.HTTPError:
+                    return  # the server was stopped
+
+    thread = threading.Thread(target=overrun, daemon=True)
+    try:
+        thread.start()
+        during, answers = 0, []
+        while during < 3:  # readiness read while the only worker is away, three times
+            before = starting(srv.url)
+            answer = httpx.get(srv.url + "/readyz", timeout=10)
+            answers.append(answer.status_code)
+            if before and starting(srv.url):
+                during += 1
+                assert answer.status_code == 200, answer.text
+        assert set(answers) == {200}
+    finally:
+        stop.set()
+        srv.stop()
+        thread.join(30)
+
+
+def request(sock: socket.socket, path: str = "/healthz") -> tuple[dict[str, str], bytes]:
+    """One keep-alive GET on ``sock``; the answer's headers (lower-cased) and body."""
+    sock.sendall(f"GET {path} HTTP/1.1\r\nhost: x\r\n\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection without an answer"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in
+               (line.split(":", 1) for line in lines[1:])}
+    while len(body) < int(headers["content-length"]):
+        chunk = sock.recv(65536)
+        assert chunk
+        body += chunk
+    return headers, body
+
+
+def test_a_drain_answers_connection_close_and_closes_the_connection_after() -> None:
+    srv = ServeProcess("--workers", "1", "--shutdown-delay-s", "600").start()
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as sock:
+            headers, _ = request(sock)
+            assert headers.get("connection", "keep-alive") != "close"
+            srv.proc.send_signal(signal.SIGTERM)
+            while httpx.get(srv.url + "/readyz", timeout=10).status_code != 503:
+                pass  # the handler runs on the server's next loop turn
+            headers, body = request(sock)  # the kept-alive connection: still answered
+            assert orjson.loads(body) == {"status": "alive"}
+            assert headers["connection"] == "close"
+            assert sock.recv(1) == b""  # then closed by the server, cleanly (no reset)
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as fresh:
+            headers, _ = request(fresh, "/readyz")  # new connections are served, and told
+            assert headers["connection"] == "close"
+        srv.proc.send_signal(signal.SIGTERM)  # a second signal skips the delay
+        assert srv.proc.wait(60) == 0
+    finally:
+        srv.stop()
