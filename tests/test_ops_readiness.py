@@ -13,6 +13,7 @@ import threading
 
 import httpx
 import orjson
+import pytest
 
 from tests.serve_process import ServeProcess
 
@@ -92,5 +93,29 @@ def test_a_drain_answers_connection_close_and_closes_the_connection_after() -> N
             assert headers["connection"] == "close"
         srv.proc.send_signal(signal.SIGTERM)  # a second signal skips the delay
         assert srv.proc.wait(60) == 0
+    finally:
+        srv.stop()
+
+
+@pytest.mark.redis
+def test_a_redis_blip_leaves_every_replica_ready_and_is_exported(
+        own_redis_server, queue_name, start_rq_worker) -> None:
+    """Redis stopped (SIGSTOP: it accepts connections and never answers): serve stays ready
+    for a blip (every replica shares Redis, failing them all would refuse connections instead
+    of answering 503), and toolcodec_rq_redis_up turns 0 at once for the alert."""
+    start_rq_worker(server=own_redis_server)
+    srv = ServeProcess("--backend", "rq", "--redis-url", own_redis_server.url, "--queue",
+                       queue_name).start()
+    try:
+        while httpx.get(srv.url + "/readyz", timeout=10).status_code != 200:
+            pass  # the worker's first heartbeat
+        up = f'toolcodec_rq_redis_up{{queue="{queue_name}"}}'
+        assert f"{up} 1.0" in httpx.get(srv.url + "/metrics", timeout=10).text
+        own_redis_server.proc.send_signal(signal.SIGSTOP)
+        try:
+            assert f"{up} 0.0" in httpx.get(srv.url + "/metrics", timeout=10).text
+            assert httpx.get(srv.url + "/readyz", timeout=10).status_code == 200
+        finally:
+            own_redis_server.proc.send_signal(signal.SIGCONT)
     finally:
         srv.stop()

@@ -24,6 +24,7 @@ import gc
 import logging
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from toolcodec.pool.service.header_guard import (
 )
 
 DEFAULT_INLINE_MAX_CHARS = 1024
+REDIS_GRACE_S = 5.0  # a Redis outage shorter than this leaves /readyz ready
 
 
 @dataclass(slots=True)
@@ -204,18 +206,25 @@ def _readiness(pool: Pool, config: ServeConfig) -> Any:
 
     client = redis.Redis.from_url(config.redis_url, socket_connect_timeout=0.5,
                                   socket_timeout=0.5)
+    failing: dict[str, float] = {}  # since when Redis has not answered
     REGISTRY.register(LiveWorkers(config.queue, lambda: live_lanes(client, config.queue)))
 
     def probe() -> str | None:
         # Live workers come from heartbeats that expire, not from RQ's worker set, which
         # keeps a killed worker's entry for minutes.
-        # Redis not answering is not unreadiness: every replica shares it, so failing them
-        # all would turn each caller's 503 backend_unavailable into a connection refused;
-        # ToolcodecBackendDown pages for it (toolcodec_rq_redis_up).
+        # A Redis blip is not unreadiness: every replica shares Redis, so failing them all
+        # at once would turn each caller's prompt 503 backend_unavailable into connection
+        # errors. Only an outage longer than REDIS_GRACE_S fails readiness (and
+        # ToolcodecBackendDown pages for it, from toolcodec_rq_redis_up).
         try:
             counts = live_lanes(client, config.queue)
-        except redis.exceptions.RedisError:
-            return None
+        except redis.exceptions.RedisError as exc:
+            now = time.monotonic()
+            since = failing.setdefault("since", now)
+            if now - since < REDIS_GRACE_S:
+                return None
+            return f"Redis does not answer (for {now - since:.0f} s): {type(exc).__name__}"
+        failing.clear()
         if counts["idle"] + counts["busy"] < 1:
             return f"no toolcodec worker has a live heartbeat on queue {config.queue!r}"
         return None
