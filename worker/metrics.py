@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import os
 import platform
 import resource
@@ -37,6 +38,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.utils import floatToGoString
 from toolcodec.errors import ALL_CODES
+from toolcodec.worker.logs import event
 
 JOBS_TOTAL = "toolcodec_jobs_total"
 JOB_DURATION_SECONDS = "toolcodec_job_duration_seconds"
@@ -133,6 +135,7 @@ OUTCOMES = ("success", "failure", "timeout", "rejected", "worker_lost")
 RESTART_REASONS = ("timeout", "crash")
 REFUSED_REASONS = ("foreign_function", "no_reply_to", "bad_arguments", "undecodable")
 
+_workers_log = logging.getLogger("toolcodec.workers")  # a lane killed and re-forked
 # One set of collectors per registry: a second Metrics on the same registry shares them
 # instead of failing with "Duplicated timeseries".
 _SHARED: weakref.WeakKeyDictionary[CollectorRegistry, _Shared] = weakref.WeakKeyDictionary()
@@ -307,8 +310,10 @@ class Metrics:
                 _count_result(tally, op, result)
 
     def restarted(self, backend: str, reason: str) -> None:
-        """Count one worker replacement (``reason``: ``timeout`` or ``crash``)."""
+        """Count one worker replacement (``reason``: ``timeout`` or ``crash``), and log it."""
         self.worker_restarts_total.labels(backend, reason).inc()
+        event(_workers_log, logging.WARNING, "worker_restarted", backend=backend,
+              reason=reason)
 
     def refused(self, reason: str) -> None:
         """Count one job refused by an RQ worker because it is not a toolcodec job."""

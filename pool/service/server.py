@@ -30,6 +30,7 @@ from typing import Any
 
 import uvicorn
 from prometheus_client import REGISTRY
+from toolcodec import __version__
 from toolcodec.pool.api import Pool
 from toolcodec.pool.service.app import Service, build_app
 from toolcodec.pool.service.header_guard import (
@@ -37,8 +38,11 @@ from toolcodec.pool.service.header_guard import (
     DEFAULT_MAX_HEADER_BYTES,
     guarded_protocol,
 )
+from toolcodec.worker import logs
+from toolcodec.worker.logs import event
 
 DEFAULT_INLINE_MAX_CHARS = 1024
+log = logging.getLogger("toolcodec.serve")  # lifecycle events: start, drain, exit, Redis
 REDIS_GRACE_S = 5.0  # a Redis outage shorter than this leaves /readyz ready
 
 
@@ -68,6 +72,8 @@ class ServeConfig:
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     shutdown_delay_s: float = 5.0
+    log_format: str | None = None  # json or text (toolcodec.worker.logs); None: as configured
+    access_log: bool = False  # one line per request (toolcodec.pool.service.access)
 
 
 class _DrainingServer(uvicorn.Server):
@@ -86,6 +92,10 @@ class _DrainingServer(uvicorn.Server):
         await super().startup(sockets)
         if self.started:  # listening: say so once, so scripts and people know where and how
             print(ready_line(self.config, self.service), flush=True)
+            pool = self.service.pool
+            event(log, logging.INFO, "start", version=__version__, host=self.config.host,
+                  port=self.config.port, backend=pool.backend,
+                  upstream=self.service.upstream, budget_ms=self.service.timeout_ms)
 
     async def shutdown(self, sockets: Any = None) -> None:
         await super().shutdown(sockets)
@@ -95,6 +105,8 @@ class _DrainingServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: Any) -> None:
         if sig == signal.SIGTERM and self._timer is None and self.delay_s > 0:
             self.service.draining = True  # /readyz answers 503; requests are still served
+            event(log, logging.INFO, "drain", signal=signal.Signals(sig).name,
+                  shutdown_delay_s=self.delay_s)
             self._timer = threading.Timer(self.delay_s, self._stop, (sig,))
             self._timer.daemon = True
             self._timer.start()
@@ -104,6 +116,9 @@ class _DrainingServer(uvicorn.Server):
         self._stop(sig)
 
     def _stop(self, sig: int) -> None:
+        if not self.service.draining:
+            event(log, logging.INFO, "drain", signal=signal.Signals(sig).name,
+                  shutdown_delay_s=0)
         self.service.draining = True
         super().handle_exit(sig, None)
         # uvicorn re-raises the signal after its shutdown, which would end the process with
@@ -127,8 +142,8 @@ def ready_line(uv: uvicorn.Config, service: Service) -> str:
 
 def run(config: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
-    if not logging.getLogger().handlers:  # the per-job lines (toolcodec.worker.joblog)
-        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    if config.log_format or not logging.getLogger().handlers:
+        logs.configure(config.log_format or "text")
     options: dict[str, Any] = ({"redis_url": config.redis_url, "queue": config.queue}
                                if config.backend == "rq" else {"workers": config.workers})
     limits = {name: value for name, value in (("max_chars", config.max_chars),
@@ -146,6 +161,7 @@ def run(config: ServeConfig) -> int:
                           registry=REGISTRY, ready=_readiness(pool, config),
                           models=config.models)
         service.upstream = config.upstream
+        service.access_log = config.access_log
         extra, direct, proxy = _proxy_routes(config, pool, service)
         # The httptools protocol, with bounds on header time and size (see header_guard).
         http = guarded_protocol(config.header_timeout_s, config.max_header_bytes,
@@ -158,6 +174,7 @@ def run(config: ServeConfig) -> int:
         _DrainingServer(uv, service, config.shutdown_delay_s, proxy).run()
     finally:
         pool.close(timeout=config.drain_s)
+    event(log, logging.INFO, "exit", code=0)
     return 0
 
 
@@ -220,11 +237,16 @@ def _readiness(pool: Pool, config: ServeConfig) -> Any:
             counts = live_lanes(client, config.queue)
         except redis.exceptions.RedisError as exc:
             now = time.monotonic()
+            if "since" not in failing:
+                event(log, logging.WARNING, "redis_lost", queue=config.queue,
+                      exception=logs.one_line(exc))
             since = failing.setdefault("since", now)
             if now - since < REDIS_GRACE_S:
                 return None
             return f"Redis does not answer (for {now - since:.0f} s): {type(exc).__name__}"
-        failing.clear()
+        if failing:
+            event(log, logging.INFO, "redis_back", queue=config.queue,
+                  after_s=round(time.monotonic() - failing.pop("since"), 3))
         if counts["idle"] + counts["busy"] < 1:
             return f"no toolcodec worker has a live heartbeat on queue {config.queue!r}"
         return None
