@@ -124,9 +124,25 @@ PARSE_HEALTH = [
     Panel("HTTP requests by route and status code",
           ((f"sum by (route, code) (rate(toolcodec_http_requests_total{{{JOB}}}[{RATE}]))",
             "{{route}} {{code}}"),), "reqps"),
-    Panel("Proxy: model errors left unrepaired",
-          ((f"sum by (code) (rate(toolcodec_proxy_model_errors_total{{{JOB}}}[{RATE}]))",
-            "{{code}}"),), "reqps", expect_data=False),
+    Panel("Proxy: model errors left unrepaired, by model and code",
+          ((f"sum by (model, code) (rate(toolcodec_proxy_model_errors_total{{{JOB}}}"
+            f"[{RATE}]))", "{{model}} {{code}}"),), "reqps", expect_data=False),
+    Panel("Proxy: answers by model and outcome (model: the config entry matched)",
+          ((f"sum by (model, outcome) (rate(toolcodec_proxy_requests_total{{{JOB}}}"
+            f"[{RATE}]))", "{{model}} {{outcome}}"),), "reqps", expect_data=False),
+    Panel("Proxy: share of answers repaired or left with a model error, by model (5m)",
+          ((f'sum by (model) (rate(toolcodec_proxy_requests_total{{{JOB}, '
+            f'outcome=~"repaired|model_error"}}[5m])) / sum by (model) '
+            f"(rate(toolcodec_proxy_requests_total{{{JOB}}}[5m]))", "{{model}}"),),
+          "percentunit", expect_data=False),
+    Panel("Proxy: calls by model and format",
+          ((f'sum by (model, format) (rate(toolcodec_proxy_requests_total{{{JOB}, '
+            f'format!="none"}}[{RATE}]))', "{{model}} {{format}}"),), "reqps",
+          expect_data=False),
+    Panel("Redis reachable from serve (rq backend; 0: down, every job fails)",
+          (('min by (queue) (toolcodec_rq_redis_up{job=~"$job"})', "{{queue}}"),)),
+    Panel("Versions running", (('count by (version) (toolcodec_build_info{job=~"$job"})',
+                                "{{version}}"),)),
 ]
 CAPACITY = [
     Panel("Throughput by op and backend (caller side)",
