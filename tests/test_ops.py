@@ -139,7 +139,8 @@ def test_compose_file_is_valid() -> None:
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     services = yaml.safe_load(out.stdout)["services"]
-    assert {"redis", "worker", "serve", "prometheus", "grafana"} <= set(services)
+    assert {"redis", "redis-exporter", "worker", "serve", "prometheus", "alertmanager",
+            "grafana"} <= set(services)
     assert all("healthcheck" in s for s in services.values())
     assert all(s.get("restart") == "unless-stopped" for s in services.values())
 
@@ -222,10 +223,82 @@ def test_kubernetes_pods_meet_the_restricted_pod_security_standard() -> None:
 
 
 def test_dashboards_ship_as_a_config_map_for_grafanas_sidecar() -> None:
-    (config_map,) = [d for d in k8s_docs() if d["kind"] == "ConfigMap"]
+    (config_map,) = [d for d in k8s_docs() if d["kind"] == "ConfigMap"
+                     and d["metadata"]["name"] == "toolcodec-dashboards"]
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     shipped = {name: json.loads(text) for name, text in config_map["data"].items()}
     assert shipped == {path.name: body for path, body in generate.dashboards().items()}
+
+
+@pytest.mark.parametrize(("backend", "workers_scaled_by"),
+                         [("rq", "keda"), ("rq", "hpa"), ("rq", "none"), ("process", None)])
+def test_the_values_file_renders_valid_manifests_for_both_backends_with_the_proxy(
+        tmp_path, backend, workers_scaled_by) -> None:
+    """``deploy/generate.py --values`` (a user's values over deploy/values.yaml): every
+    manifest validates, the image is the package's version, serve runs the proxy with a model
+    config serve itself accepts, and no Deployment has replicas beside its autoscaler."""
+    import kubernetes_validate
+    import toolcodec
+    from toolcodec.pool.proxy.settings import ModelSettings
+
+    values = {"backend": backend, "namespace": "team-a",
+              "proxy": {"upstream": "http://vllm:8000/v1"}}
+    if workers_scaled_by:
+        values["worker"] = {"autoscaling": {"kind": workers_scaled_by}}
+    (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
+    out = tmp_path / "k8s"
+    assert generate.main(["--values", str(tmp_path / "values.yaml"), "--out", str(out)]) == 0
+    docs = [d for path in sorted(out.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text())]
+    kinds = [d["kind"] for d in docs]
+    for doc in docs:
+        assert doc["metadata"]["namespace"] == "team-a", doc["metadata"]
+        if doc["kind"] in CUSTOM:
+            check_custom_resource(doc)
+        else:
+            kubernetes_validate.validate(doc, "1.30", strict=True)
+    scaled = {d["spec"]["scaleTargetRef"]["name"] for d in docs
+              if d["kind"] in ("HorizontalPodAutoscaler", "ScaledObject")}
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    for name, deployment in deployments.items():
+        assert ("replicas" in deployment["spec"]) == (name not in scaled), name
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            if container["image"].startswith("toolcodec:"):
+                assert container["image"] == f"toolcodec:{toolcodec.__version__}"
+                assert container["args"][container["args"].index("--log-format") + 1] == "json"
+    serve = deployments["toolcodec-serve"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert serve[serve.index("--upstream") + 1] == "http://vllm:8000/v1"
+    assert serve[serve.index("--backend") + 1] == backend
+    (models,) = [d for d in docs if d["metadata"]["name"] == "toolcodec-models"]
+    (tmp_path / "models.yaml").write_text(models["data"]["models.yaml"])
+    settings = ModelSettings.build(file=str(tmp_path / "models.yaml"))
+    assert settings.for_model("Qwen/Qwen3-32B")  # the config serve reads, with its presets
+    if backend == "process":
+        assert set(deployments) == {"toolcodec-serve"} and "ScaledObject" not in kinds
+    else:
+        assert set(deployments) == {"toolcodec-serve", "toolcodec-worker", "toolcodec-redis"}
+        assert ("ScaledObject" in kinds) == (workers_scaled_by == "keda")
+        query = next((d["spec"]["triggers"][0]["metadata"]["query"] for d in docs
+                      if d["kind"] == "ScaledObject"), 'namespace="team-a"')
+        assert 'namespace="team-a"' in query  # two installs are scaled apart
+    assert {"ServiceMonitor", "PrometheusRule", "PodDisruptionBudget", "ConfigMap"} <= set(kinds)
+
+
+def test_compose_runs_the_proxy_with_the_generated_model_config_and_the_pinned_image() -> None:
+    import toolcodec
+
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())["services"]
+    values = generate.default_values()
+    assert yaml.safe_load((ROOT / "deploy" / "models.yaml").read_text()) == \
+        values["proxy"]["modelConfig"]
+    for name in ("serve", "worker"):
+        assert compose[name]["image"] == f"toolcodec:{toolcodec.__version__}"
+        command = compose[name]["command"]
+        assert command[command.index("--log-format") + 1] == "json"
+    command = compose["serve"]["command"]
+    assert "--upstream" in command and "--access-log" in command
+    config = command[command.index("--proxy-config") + 1]
+    assert any(v.endswith(":" + config + ":ro") and v.startswith("./models.yaml")
+               for v in compose["serve"]["volumes"])
 
 
 # -- the real thing -------------------------------------------------------------------------------
