@@ -43,6 +43,8 @@ MODELS = ROOT / "deploy" / "models.yaml"  # the proxy's model config for compose
 # The label Grafana's sidecar loads dashboard ConfigMaps by (kube-prometheus-stack's release
 # label, which selects the rules and ServiceMonitors, is in deploy/values.yaml).
 DASHBOARD_LABEL = {"grafana_dashboard": "1"}
+# Where the rules file's runbook_url annotations point (values: monitoring.runbooks).
+RUNBOOKS = "https://github.com/toolcodec/toolcodec/blob/main/docs/runbooks.md"
 BUDGET_S = 0.05  # the 50 ms job budget drawn on latency panels
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
@@ -288,11 +290,12 @@ def _render(template: str, labels: dict[str, Any]) -> str:
 def prometheus_rule(values: dict[str, Any] | None = None) -> dict[str, Any]:
     """A PrometheusRule (monitoring.coreos.com/v1) holding the rules file's groups."""
     values = values or default_values()
+    text = RULES.read_text().replace(RUNBOOKS, values["monitoring"]["runbooks"])
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
             "metadata": {"name": "toolcodec", "namespace": values["namespace"],
                          "labels": {"app.kubernetes.io/name": "toolcodec",
                                     "release": values["monitoring"]["release"]}},
-            "spec": yaml.safe_load(RULES.read_text())}
+            "spec": yaml.safe_load(text)}
 
 
 def dashboard_config_map(values: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 CASES = ROOT / "deploy" / "prometheus" / "tests" / "cases.yml"
 RULES = ROOT / "deploy" / "prometheus" / "rules" / "toolcodec.yml"
+RUNBOOKS = ROOT / "docs" / "runbooks.md"
 PAGER = "toolcodec-pager"
 
 
@@ -142,3 +143,6 @@ def test_the_critical_alerts_are_routed_to_the_pager_and_warnings_are_not() -> N
         assert out.stdout.strip() == want, (rule["alert"], out.stdout)
         assert rule["labels"]["severity"] in ("critical", "warning")
         assert set(rule["annotations"]) == {"summary", "description", "runbook_url"}
+        base, _, anchor = rule["annotations"]["runbook_url"].partition("#")
+        assert base.endswith("/docs/runbooks.md") and anchor == rule["alert"].lower()
+        assert f"## {rule['alert']}\n" in RUNBOOKS.read_text()
