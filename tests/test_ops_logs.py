@@ -101,7 +101,8 @@ def ready(url: str, path: str = "/readyz") -> bool:
 @pytest.mark.redis
 def test_one_request_is_followed_from_the_access_line_to_the_workers_job_line(
         tmp_path, redis_server, queue_name) -> None:
-    every_job = {"TOOLCODEC_LOG_SLOW_MS": "0"}  # log every job on both sides, not only slow
+    every_job = {"TOOLCODEC_LOG_SLOW_MS": "0",  # log every job on both sides, not only slow
+                 "TOOLCODEC_FAULT_INJECTION": "1"}
     worker_log, serve_log = tmp_path / "worker.log", tmp_path / "serve.log"
     worker = started([sys.executable, "-m", "toolcodec.pool.cli", "worker", "--redis-url",
                       redis_server.url, "--queue", queue_name, "--concurrency", "1",
@@ -137,6 +138,13 @@ def test_one_request_is_followed_from_the_access_line_to_the_workers_job_line(
 
         generated = httpx.get(srv.url + "/healthz", timeout=10).headers["x-request-id"]
         assert len(generated) == 32 and int(generated, 16) >= 0
+        # a lane that dies and one killed at its deadline leave one-line events, no traceback
+        for op, body in (("_crash", {}), ("_sleep", {"seconds": 30, "timeout_ms": 200})):
+            httpx.post(srv.url + f"/v1/{op}", content=orjson.dumps(body), timeout=30,
+                       headers={"content-type": "application/json"})
+        assert wait_for(lambda: {g.get("reason") for g in lines(worker_log)
+                                 if g.get("event") == "worker_restarted"} >= {"crash",
+                                                                               "timeout"})
     finally:
         serve.send_signal(signal.SIGINT)
         assert serve.wait(60) == 0

@@ -53,6 +53,7 @@ from toolcodec.pool.proxy.upstream import (
     read_body,
     shape_problem,
 )
+from toolcodec.pool.service.tracing import decode_span
 from toolcodec.toolcodec import codec_for
 from toolcodec.tools import InvalidToolsError
 
@@ -292,7 +293,10 @@ class ChatProxy:
             "message": c["message"], "tools": prepared.tools, "options": prepared.options,
             "finish_reason": _reason(c.get("finish_reason"))}) for c in choices]
         # One choice (nearly always): awaited as it is, without gather's task.
-        envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
+        with decode_span(prepared.upstream.get("model")) as span:  # toolcodec[otel]
+            envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
+            span.results([e.get("result") for e in envelopes],
+                          [c.get("finish_reason") for c in choices])
         reports = [_report(e) for e in envelopes]
         failed = [e for e in envelopes if e.get("status") != "ok"]
         if failed:

@@ -27,6 +27,7 @@ from starlette.routing import Route
 from toolcodec.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
 from toolcodec.pool.service.access import request_ids
 from toolcodec.pool.service.http_metrics import HttpMetrics
+from toolcodec.pool.service.tracing import decode_span, traced
 from toolcodec.worker.envelope import error_envelope
 from toolcodec.worker.faults import FAULT_OPS
 from toolcodec.worker.joblog import JobLog
@@ -118,7 +119,14 @@ class Service:
         if problem is not None:
             return self.local(op, (BAD_REQUEST, problem), start)
         with job_ids() as ids:  # the queued job's id (rq), which the worker's line names too
-            envelope = await self.pool.asubmit(op, payload, timeout_ms=timeout, arrived=arrived)
+            if op == "decode":
+                with decode_span(MODEL.get()) as span:
+                    envelope = await self.pool.asubmit(op, payload, timeout_ms=timeout,
+                                                       arrived=arrived)
+                    span.results([envelope.get("result")], [payload.get("finish_reason")])
+            else:
+                envelope = await self.pool.asubmit(op, payload, timeout_ms=timeout,
+                                                   arrived=arrived)
         self.joblog.job(op, self.pool.backend, envelope, payload, job_id=ids[-1] if ids else None)
         return envelope
 
@@ -243,8 +251,8 @@ def build_app(service: Service, extra_routes: list[Route] | None = None,
                                                        Exception: crashed})
     if direct:
         app = _direct(direct, app, service)
-    return _stamped(request_ids(_closing_when_draining(service.metrics.wrap(app), service),
-                                service.access_log))
+    return _stamped(traced(request_ids(_closing_when_draining(service.metrics.wrap(app),
+                                                              service), service.access_log)))
 
 
 def _direct(paths: dict[str, Any], app: Any, service: Service) -> Any:
