@@ -55,7 +55,13 @@ def test_the_proxys_series_and_access_line_name_the_model(tmp_path, upstream) ->
                 "model": model, "tools": TOOLS,
                 "messages": [{"role": "user", "content": "case:hermes_broken"}]})
             assert answer.status_code == 200, answer.text
+        with httpx.stream("POST", srv.url + "/v1/chat/completions", timeout=30, json={
+                "model": "tuned-7b", "tools": TOOLS, "stream": True,
+                "messages": [{"role": "user", "content": "case:hermes_broken"}]}) as stream:
+            assert stream.status_code == 200 and list(stream.iter_lines())
         got = samples(srv.url, "toolcodec_proxy_requests_total")
+        streamed = {k: v for k, v in got.items() if ("stream", "true") in k and v}
+        assert [dict(k)["model"] for k in streamed] == ["tuned-*"], got
         key = (("format", "hermes"), ("model", "tuned-*"), ("outcome", "repaired"),
                ("stream", "false"))
         assert got[key] == 1.0, got

@@ -15,9 +15,9 @@ and the job ids.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
-import uuid
 from typing import Any
 
 from toolcodec.worker.logs import MODEL, PRESET, REQUEST_ID, TRACE_ID, event, job_ids
@@ -44,7 +44,7 @@ def request_ids(app: Any, access_log: bool = False) -> Any:
         if given is not None and _USABLE_ID.fullmatch(given):
             rid = given.decode("ascii")
         else:
-            rid = uuid.uuid4().hex
+            rid = os.urandom(16).hex()
             headers = [(k, v) for k, v in scope["headers"] if k != b"x-request-id"]
             scope = {**scope, "headers": [*headers, (b"x-request-id", rid.encode())]}
         match = _TRACEPARENT.fullmatch(trace.strip().lower()) if trace else None
