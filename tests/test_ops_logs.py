@@ -190,3 +190,38 @@ def test_the_proxy_forwards_the_request_and_trace_headers_upstream(upstream) -> 
         assert seen["x-request-id"] == answer.headers["x-request-id"]
     finally:
         srv.stop()
+
+
+@pytest.mark.redis
+def test_a_proxied_answer_is_followed_to_the_rq_workers_job_line(
+        tmp_path, redis_server, queue_name, upstream) -> None:
+    every_job = {"TOOLCODEC_LOG_SLOW_MS": "0"}
+    worker_log, serve_log = tmp_path / "worker.log", tmp_path / "serve.log"
+    worker = started([sys.executable, "-m", "toolcodec.pool.cli", "worker", "--redis-url",
+                      redis_server.url, "--queue", queue_name, "--concurrency", "1",
+                      "--log-format", "json"], worker_log, every_job)
+    srv = ServeProcess("--backend", "rq", "--redis-url", redis_server.url, "--queue",
+                       queue_name, "--timeout-ms", "5000", "--upstream", upstream.url,
+                       "--log-format", "json", "--access-log")
+    serve = started(srv.cmd, serve_log, every_job)
+    try:
+        assert wait_for(lambda: ready(srv.url)), serve_log.read_text()
+        answer = httpx.post(srv.url + "/v1/chat/completions", timeout=30, headers={
+            "x-request-id": "chat-7", "traceparent": TRACEPARENT}, json={
+            "model": "m", "messages": [{"role": "user", "content": "case:hermes_broken"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string"}}}}}]})
+        assert answer.status_code == 200 and answer.headers["x-request-id"] == "chat-7"
+        (line,) = wait_for(lambda: [g for g in lines(serve_log) if g.get("event") == "access"
+                                    and g.get("request_id") == "chat-7"])
+        assert line["model"] == "m" and line["trace_id"] == TRACE
+        (job_id,) = line["job_ids"]
+        (done,) = wait_for(lambda: [g for g in lines(worker_log) if g.get("job_id") == job_id])
+        assert (done["side"], done["op"]) == ("worker", "decode")
+        seen = httpx.get(upstream.url + "/_last", timeout=10).json()["headers"]
+        assert seen["x-request-id"] == "chat-7" and seen["traceparent"] == TRACEPARENT
+    finally:
+        serve.kill()
+        serve.wait(30)
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(60)
