@@ -39,6 +39,7 @@ CASES = ROOT / "deploy" / "prometheus" / "tests" / "cases.yml"
 PROMTOOL_TESTS = ROOT / "deploy" / "prometheus" / "tests" / "toolcodec_test.yml"
 K8S = ROOT / "deploy" / "k8s"
 VALUES = ROOT / "deploy" / "values.yaml"
+ALERTMANAGER = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 MODELS = ROOT / "deploy" / "models.yaml"  # the proxy's model config for compose
 # The label Grafana's sidecar loads dashboard ConfigMaps by (kube-prometheus-stack's release
 # label, which selects the rules and ServiceMonitors, is in deploy/values.yaml).
@@ -316,6 +317,39 @@ def default_values() -> dict[str, Any]:
     return yaml.safe_load(VALUES.read_text())
 
 
+def alertmanager_config(values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``deploy/alertmanager/alertmanager.yml`` as an AlertmanagerConfig
+    (monitoring.coreos.com/v1alpha1) for the Prometheus Operator's Alertmanager, which scopes
+    its routes and inhibitions to the object's namespace."""
+    values = values or default_values()
+    config = yaml.safe_load(ALERTMANAGER.read_text())
+    route = config["route"]
+
+    def matchers(items: list[str]) -> list[dict[str, str]]:
+        out = []
+        for item in items:
+            name, op, value = re.fullmatch(r'(\w+)(=~|!~|!=|=)"(.*)"', item).groups()
+            out.append({"name": name, "value": value, "matchType": op})
+        return out
+
+    return {"apiVersion": "monitoring.coreos.com/v1alpha1", "kind": "AlertmanagerConfig",
+            "metadata": {"name": "toolcodec", "namespace": values["namespace"],
+                         "labels": {"app.kubernetes.io/name": "toolcodec",
+                                    "release": values["monitoring"]["release"]}},
+            "spec": {
+                "route": {"receiver": route["receiver"], "groupBy": route["group_by"],
+                          "groupWait": route["group_wait"],
+                          "groupInterval": route["group_interval"],
+                          "repeatInterval": route["repeat_interval"],
+                          "routes": [{"receiver": r["receiver"],
+                                      "matchers": matchers(r["matchers"])}
+                                     for r in route["routes"]]},
+                "inhibitRules": [{"sourceMatch": matchers(r["source_matchers"]),
+                                  "targetMatch": matchers(r["target_matchers"]),
+                                  "equal": r["equal"]} for r in config["inhibit_rules"]],
+                "receivers": [{"name": r["name"]} for r in config["receivers"]]}}
+
+
 def kubernetes(values: dict[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every manifest for *values* (merged over ``deploy/values.yaml``), by file name."""
     values = manifests.merged(default_values(), values or {})
@@ -324,6 +358,8 @@ def kubernetes(values: dict[str, Any] | None = None) -> dict[str, list[dict[str,
         files["prometheus-rule.yaml"] = [prometheus_rule(values)]
     if values["monitoring"]["dashboards"]:
         files["grafana-dashboards.yaml"] = [dashboard_config_map(values)]
+    if values["monitoring"]["alertmanagerConfig"]:
+        files["alertmanager-config.yaml"] = [alertmanager_config(values)]
     return files
 
 

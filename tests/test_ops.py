@@ -151,7 +151,8 @@ def k8s_docs() -> list[dict]:
 
 
 CUSTOM = {"ScaledObject": "keda.sh/v1alpha1", "ServiceMonitor": "monitoring.coreos.com/v1",
-          "PrometheusRule": "monitoring.coreos.com/v1"}
+          "PrometheusRule": "monitoring.coreos.com/v1",
+          "AlertmanagerConfig": "monitoring.coreos.com/v1alpha1"}
 
 
 def test_kubernetes_manifests_are_valid() -> None:
@@ -165,8 +166,8 @@ def test_kubernetes_manifests_are_valid() -> None:
         else:
             kubernetes_validate.validate(doc, "1.30", strict=True)
     assert {"Deployment", "Service", "HorizontalPodAutoscaler", "ScaledObject",
-            "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget",
-            "NetworkPolicy"} <= set(kinds)
+            "ServiceMonitor", "PrometheusRule", "AlertmanagerConfig", "ConfigMap",
+            "PodDisruptionBudget", "NetworkPolicy"} <= set(kinds)
 
 
 def check_custom_resource(doc: dict) -> None:
@@ -178,6 +179,20 @@ def check_custom_resource(doc: dict) -> None:
         # Busy lanes, not the queue's length: a 50 ms queue stays short while jobs time out.
         assert trigger["type"] == "prometheus" and float(trigger["metadata"]["threshold"]) > 0
         assert "toolcodec_worker_job_duration_seconds_sum" in trigger["metadata"]["query"]
+    elif doc["kind"] == "AlertmanagerConfig":  # the shipped config, field for field
+        shipped = yaml.safe_load((ROOT / "deploy" / "alertmanager" / "alertmanager.yml")
+                                 .read_text())
+        spec = doc["spec"]
+        assert spec["route"]["groupBy"] == shipped["route"]["group_by"]
+        assert {r["name"] for r in spec["receivers"]} == {r["name"] for r in
+                                                          shipped["receivers"]}
+        assert len(spec["inhibitRules"]) == len(shipped["inhibit_rules"])
+        for rule, given in zip(spec["inhibitRules"], shipped["inhibit_rules"], strict=True):
+            assert [f'{m["name"]}{m["matchType"]}"{m["value"]}"' for m in rule["sourceMatch"]] \
+                == given["source_matchers"] and rule["equal"] == given["equal"]
+            assert all(m["matchType"] in ("=", "!=", "=~", "!~") for m in rule["targetMatch"])
+        for route in spec["route"]["routes"]:
+            assert route["receiver"] in {r["name"] for r in spec["receivers"]}
     elif doc["kind"] == "ServiceMonitor":
         assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
         assert {e["port"] for e in doc["spec"]["endpoints"]} == {"http", "metrics"}
