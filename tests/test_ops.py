@@ -538,3 +538,35 @@ def test_a_fresh_service_pages_nobody_then_killing_every_worker_fails_readiness_
         assert wait_for(lambda: "ToolcodecNoWorkers" in firing(), 240), firing()
     finally:
         serve.stop()
+
+
+@pytest.mark.redis
+def test_redis_down_fires_the_backend_alert_while_the_worker_alert_has_no_series(
+        prometheus, own_redis_server, queue_name, start_rq_worker) -> None:
+    """Redis stopped under a running serve (rq) and worker: toolcodec_rq_redis_up turns 0 and
+    ToolcodecBackendDown fires on a real Prometheus with the shipped rules, while Redis is
+    still down; ToolcodecNoWorkers (whose heartbeats cannot be read) does not."""
+    start_rq_worker(server=own_redis_server)
+    serve = ServeProcess("--backend", "rq", "--redis-url", own_redis_server.url, "--queue",
+                         queue_name, "--timeout-ms", "250").start()
+    try:
+        url = prometheus({"toolcodec-serve": [f"127.0.0.1:{serve.port}"]})
+        up = 'max(toolcodec_rq_redis_up{job="toolcodec-serve"})'
+
+        def value(expr: str) -> float | None:
+            got = query(url, expr)["data"]["result"]
+            return float(got[0]["value"][1]) if got else None
+
+        assert wait_for(lambda: value(up) == 1.0, 60)
+        own_redis_server.stop()
+
+        def firing() -> set[str]:
+            got = query(url, 'ALERTS{alertstate="firing"}')["data"]["result"]
+            return {r["metric"]["alertname"] for r in got}
+
+        assert wait_for(lambda: value(up) == 0.0, 60)
+        assert wait_for(lambda: "ToolcodecBackendDown" in firing(), 240), firing()
+        assert "ToolcodecNoWorkers" not in firing()
+        assert own_redis_server.proc is None or own_redis_server.proc.poll() is not None
+    finally:
+        serve.stop()
