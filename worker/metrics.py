@@ -15,6 +15,10 @@ one lock (about 1 µs), and a custom collector turns them into metric families w
 registry is scraped. A prometheus_client ``Counter`` and ``Histogram`` cost about nine
 locked updates per job. The metric names are the constants below, in one place, so that
 dashboards and alert rules can import them.
+
+Every series a rule or a panel reads exists at 0 from the start (:meth:`Metrics.prime`, run by
+serve, by a tracked pool and on a worker's endpoint): a counter that first appeared at its
+first event would hide that event from ``increase()``.
 """
 
 from __future__ import annotations
