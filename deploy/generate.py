@@ -5,15 +5,17 @@
 - ``deploy/prometheus/tests/toolcodec_test.yml``: the promtool unit tests, built from
   ``cases.yml`` with each expected alert's annotations rendered from the rules file, so that
   runbook text lives in the rules alone;
-- ``deploy/k8s/prometheus-rule.yaml`` (a PrometheusRule with the rules file's groups) and
-  ``deploy/k8s/grafana-dashboards.yaml`` (a ConfigMap with the dashboards, for Grafana's
-  sidecar): what kube-prometheus-stack loads.
+- ``deploy/k8s/*.yaml``: the Kubernetes manifests, from ``deploy/values.yaml``
+  (``deploy/manifests.py``), with a PrometheusRule holding the rules file's groups and a
+  ConfigMap with the dashboards for Grafana's sidecar (what kube-prometheus-stack loads);
+- ``deploy/models.yaml``: the proxy's model config from the same values, for compose.
 
-``python deploy/generate.py`` writes them; ``python deploy/generate.py --check`` exits 1 when a
-checked-in file differs from what would be generated (the tests run the same check). Every
-query may name only series toolcodec exports (``toolcodec.pool.metric_catalog``), the
-recording rules of
-``deploy/prometheus/rules``, or Prometheus' own ``up``/``process_*``.
+``python deploy/generate.py`` writes them; ``python deploy/generate.py --values FILE --out DIR``
+renders the manifests of your values (merged over ``deploy/values.yaml``) into DIR;
+``python deploy/generate.py --check`` exits 1 when a checked-in file differs from what would be
+generated (the tests run the same check). Every query may name only series toolcodec exports
+(``toolcodec.pool.metric_catalog``), the recording rules of ``deploy/prometheus/rules``, or
+Prometheus' own ``up``/``process_*``.
 """
 
 from __future__ import annotations
@@ -27,16 +29,23 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # deploy/ is not a package
+import manifests  # noqa: E402 - after the path it is found on
+
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "grafana" / "dashboards"
 RULES = ROOT / "deploy" / "prometheus" / "rules" / "toolcodec.yml"
 CASES = ROOT / "deploy" / "prometheus" / "tests" / "cases.yml"
 PROMTOOL_TESTS = ROOT / "deploy" / "prometheus" / "tests" / "toolcodec_test.yml"
 K8S = ROOT / "deploy" / "k8s"
-# The label kube-prometheus-stack selects PrometheusRules and ServiceMonitors on (its Helm
-# release name), and the one its Grafana sidecar loads dashboard ConfigMaps by.
-RELEASE_LABEL = {"release": "kube-prometheus-stack"}
+VALUES = ROOT / "deploy" / "values.yaml"
+ALERTMANAGER = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
+MODELS = ROOT / "deploy" / "models.yaml"  # the proxy's model config for compose
+# The label Grafana's sidecar loads dashboard ConfigMaps by (kube-prometheus-stack's release
+# label, which selects the rules and ServiceMonitors, is in deploy/values.yaml).
 DASHBOARD_LABEL = {"grafana_dashboard": "1"}
+# Where the rules file's runbook_url annotations point (values: monitoring.runbooks).
+RUNBOOKS = "https://github.com/toolcodec/toolcodec/blob/main/docs/runbooks.md"
 BUDGET_S = 0.05  # the 50 ms job budget drawn on latency panels
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
@@ -124,9 +133,25 @@ PARSE_HEALTH = [
     Panel("HTTP requests by route and status code",
           ((f"sum by (route, code) (rate(toolcodec_http_requests_total{{{JOB}}}[{RATE}]))",
             "{{route}} {{code}}"),), "reqps"),
-    Panel("Proxy: model errors left unrepaired",
-          ((f"sum by (code) (rate(toolcodec_proxy_model_errors_total{{{JOB}}}[{RATE}]))",
-            "{{code}}"),), "reqps", expect_data=False),
+    Panel("Proxy: model errors left unrepaired, by model and code",
+          ((f"sum by (model, code) (rate(toolcodec_proxy_model_errors_total{{{JOB}}}"
+            f"[{RATE}]))", "{{model}} {{code}}"),), "reqps", expect_data=False),
+    Panel("Proxy: answers by model and outcome (model: the config entry matched)",
+          ((f"sum by (model, outcome) (rate(toolcodec_proxy_requests_total{{{JOB}}}"
+            f"[{RATE}]))", "{{model}} {{outcome}}"),), "reqps", expect_data=False),
+    Panel("Proxy: share of answers repaired or left with a model error, by model (5m)",
+          ((f'sum by (model) (rate(toolcodec_proxy_requests_total{{{JOB}, '
+            f'outcome=~"repaired|model_error"}}[5m])) / sum by (model) '
+            f"(rate(toolcodec_proxy_requests_total{{{JOB}}}[5m]))", "{{model}}"),),
+          "percentunit", expect_data=False),
+    Panel("Proxy: calls by model and format",
+          ((f'sum by (model, format) (rate(toolcodec_proxy_requests_total{{{JOB}, '
+            f'format!="none"}}[{RATE}]))', "{{model}} {{format}}"),), "reqps",
+          expect_data=False),
+    Panel("Redis reachable from serve (rq backend; 0: down, every job fails)",
+          (('min by (queue) (toolcodec_rq_redis_up{job=~"$job"})', "{{queue}}"),)),
+    Panel("Versions running", (('count by (version) (toolcodec_build_info{job=~"$job"})',
+                                "{{version}}"),)),
 ]
 CAPACITY = [
     Panel("Throughput by op and backend (caller side)",
@@ -229,11 +254,24 @@ def dashboards() -> dict[Path, dict[str, Any]]:
 
 
 def promtool_tests() -> dict[str, Any]:
+    """``cases.yml`` as promtool reads it. A case may carry a ``fault``: ``at`` (an eval
+    time), ``firing`` (the alerts expected then, by ``alertname`` and ``exp_labels``) and
+    ``pages`` (how many notifications the shipped Alertmanager config sends the pager for
+    them, checked by tests/test_ops_alertmanager.py); every other alert is expected quiet then."""
     rules = yaml.safe_load(RULES.read_text())
     annotations = {r["alert"]: r.get("annotations", {}) for g in rules["groups"]
                    for r in g["rules"] if "alert" in r}
     cases = yaml.safe_load(CASES.read_text())
     for test in cases["tests"]:
+        fault = test.pop("fault", None)
+        if fault is not None:  # every alert's state at that time: the firing ones, the rest []
+            firing: dict[str, list[dict[str, Any]]] = {}
+            for alert in fault["firing"]:
+                firing.setdefault(alert["alertname"], []).append(
+                    {"exp_labels": dict(alert["exp_labels"])})
+            test.setdefault("alert_rule_test", []).extend(
+                {"eval_time": fault["at"], "alertname": name, "exp_alerts": firing.get(name, [])}
+                for name in annotations)
         for check in test.get("alert_rule_test", []):
             for alert in check.get("exp_alerts", []):
                 labels = alert["exp_labels"]
@@ -250,22 +288,86 @@ def _render(template: str, labels: dict[str, Any]) -> str:
 # -- Kubernetes: the rules and dashboards as the Prometheus Operator and Grafana load them ------
 
 
-def prometheus_rule() -> dict[str, Any]:
+def prometheus_rule(values: dict[str, Any] | None = None) -> dict[str, Any]:
     """A PrometheusRule (monitoring.coreos.com/v1) holding the rules file's groups."""
+    values = values or default_values()
+    text = RULES.read_text().replace(RUNBOOKS, values["monitoring"]["runbooks"])
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-            "metadata": {"name": "toolcodec",
-                         "labels": {"app.kubernetes.io/name": "toolcodec", **RELEASE_LABEL}},
-            "spec": yaml.safe_load(RULES.read_text())}
+            "metadata": {"name": "toolcodec", "namespace": values["namespace"],
+                         "labels": {"app.kubernetes.io/name": "toolcodec",
+                                    "release": values["monitoring"]["release"]}},
+            "spec": yaml.safe_load(text)}
 
 
-def dashboard_config_map() -> dict[str, Any]:
+def dashboard_config_map(values: dict[str, Any] | None = None) -> dict[str, Any]:
     """A ConfigMap with both dashboards, labelled for Grafana's dashboard sidecar."""
+    values = values or default_values()
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "toolcodec-dashboards",
+            "metadata": {"name": "toolcodec-dashboards", "namespace": values["namespace"],
                          "labels": {"app.kubernetes.io/name": "toolcodec", **DASHBOARD_LABEL},
                          "annotations": {"grafana_folder": "toolcodec"}},
             "data": {path.name: json.dumps(body, sort_keys=True, separators=(",", ":"))
                      for path, body in dashboards().items()}}
+
+
+# -- Kubernetes from the values file ------------------------------------------------------------
+
+
+def default_values() -> dict[str, Any]:
+    return yaml.safe_load(VALUES.read_text())
+
+
+def alertmanager_config(values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``deploy/alertmanager/alertmanager.yml`` as an AlertmanagerConfig
+    (monitoring.coreos.com/v1alpha1) for the Prometheus Operator's Alertmanager, which scopes
+    its routes and inhibitions to the object's namespace."""
+    values = values or default_values()
+    config = yaml.safe_load(ALERTMANAGER.read_text())
+    route = config["route"]
+
+    def matchers(items: list[str]) -> list[dict[str, str]]:
+        out = []
+        for item in items:
+            name, op, value = re.fullmatch(r'(\w+)(=~|!~|!=|=)"(.*)"', item).groups()
+            out.append({"name": name, "value": value, "matchType": op})
+        return out
+
+    return {"apiVersion": "monitoring.coreos.com/v1alpha1", "kind": "AlertmanagerConfig",
+            "metadata": {"name": "toolcodec", "namespace": values["namespace"],
+                         "labels": {"app.kubernetes.io/name": "toolcodec",
+                                    "release": values["monitoring"]["release"]}},
+            "spec": {
+                "route": {"receiver": route["receiver"], "groupBy": route["group_by"],
+                          "groupWait": route["group_wait"],
+                          "groupInterval": route["group_interval"],
+                          "repeatInterval": route["repeat_interval"],
+                          "routes": [{"receiver": r["receiver"],
+                                      "matchers": matchers(r["matchers"])}
+                                     for r in route["routes"]]},
+                "inhibitRules": [{"sourceMatch": matchers(r["source_matchers"]),
+                                  "targetMatch": matchers(r["target_matchers"]),
+                                  "equal": r["equal"]} for r in config["inhibit_rules"]],
+                "receivers": [{"name": r["name"]} for r in config["receivers"]]}}
+
+
+def kubernetes(values: dict[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Every manifest for *values* (merged over ``deploy/values.yaml``), by file name."""
+    values = manifests.merged(default_values(), values or {})
+    files = manifests.render(values)
+    if values["monitoring"]["prometheusRule"]:
+        files["prometheus-rule.yaml"] = [prometheus_rule(values)]
+    if values["monitoring"]["dashboards"]:
+        files["grafana-dashboards.yaml"] = [dashboard_config_map(values)]
+    if values["monitoring"]["alertmanagerConfig"]:
+        files["alertmanager-config.yaml"] = [alertmanager_config(values)]
+    return files
+
+
+def kubernetes_text(values: dict[str, Any] | None = None) -> dict[str, str]:
+    header = ("# Generated by deploy/generate.py from deploy/values.yaml, the rules and the "
+              "dashboards: do not edit.\n")
+    return {name: header + yaml.safe_dump_all(docs, sort_keys=False, width=100)
+            for name, docs in kubernetes(values).items()}
 
 
 # -- writing and checking ------------------------------------------------------------------------
@@ -277,12 +379,10 @@ def rendered() -> dict[Path, str]:
     header = "# Generated by deploy/generate.py from cases.yml and the rules: do not edit.\n"
     files[PROMTOOL_TESTS] = header + yaml.safe_dump(promtool_tests(), sort_keys=False,
                                                     width=100)
-    k8s_header = ("# Generated by deploy/generate.py from deploy/prometheus/rules and the "
-                  "dashboards: do not edit.\n")
-    files[K8S / "prometheus-rule.yaml"] = k8s_header + yaml.safe_dump(
-        prometheus_rule(), sort_keys=False, width=100)
-    files[K8S / "grafana-dashboards.yaml"] = k8s_header + yaml.safe_dump(
-        dashboard_config_map(), sort_keys=False, width=100)
+    for name, text in kubernetes_text().items():
+        files[K8S / name] = text
+    files[MODELS] = ("# Generated by deploy/generate.py from deploy/values.yaml (proxy."
+                     "modelConfig): do not edit.\n" + manifests.models_yaml(default_values()))
     return files
 
 
@@ -299,6 +399,13 @@ def all_panels() -> list[tuple[str, Panel]]:
 
 
 def main(argv: list[str]) -> int:
+    if "--values" in argv:  # a user's values: render the manifests into --out
+        given = yaml.safe_load(Path(argv[argv.index("--values") + 1]).read_text()) or {}
+        out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else Path("k8s")
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in kubernetes_text(given).items():
+            (out / name).write_text(text)
+        return 0
     stale = []
     for path, text in rendered().items():
         if "--check" in argv:

@@ -139,7 +139,10 @@ def _cmd_repair(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
+    from toolcodec.worker import logs
     from toolcodec.worker.rq_worker import run
+
+    logs.configure(args.log_format)
 
     return run(
         args.redis_url,
@@ -282,6 +285,12 @@ def _serve_parser(sub: Any) -> None:
                        default=64 * 1024,
                        help="largest request line plus headers in bytes; larger ones are "
                             "answered 431 (default: 65536)")
+    serve.add_argument("--log-format", choices=("json", "text"), default="text",
+                       help="log lines as JSON objects or as text, one line each (default: "
+                            "text)")
+    serve.add_argument("--access-log", action="store_true",
+                       help="one log line per HTTP request (method, path, status, duration, "
+                            "request id, trace id, job ids)")
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -322,7 +331,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                            inline_max_chars=args.inline_max_chars, models=models,
                            proxy=proxy, header_timeout_s=args.header_timeout_s,
                            max_header_bytes=args.max_header_bytes,
-                           shutdown_delay_s=args.shutdown_delay_s))
+                           shutdown_delay_s=args.shutdown_delay_s,
+                           log_format=args.log_format, access_log=args.access_log))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -369,6 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "send_shutdown_command); off by default because anyone who can "
                              "write to Redis could stop the workers. No other command is "
                              "ever obeyed")
+    worker.add_argument("--log-format", choices=("json", "text"), default="text",
+                        help="log lines as JSON objects or as text, one line each (default: "
+                             "text)")
 
     _serve_parser(sub)
     from toolcodec.pool.bench.cli import add_parser as add_bench_parser

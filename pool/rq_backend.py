@@ -30,6 +30,7 @@ from toolcodec.pool.door import check_budget
 from toolcodec.worker import rq_protocol as proto
 from toolcodec.worker.envelope import complete
 from toolcodec.worker.envelope import error_envelope as _error
+from toolcodec.worker.logs import note_job_id
 
 # KEYS: queue list, job hash, RQ's set of queues.
 # ARGV: max queue length, job TTL (ms), job id, queue key, then the hash's field/value pairs.
@@ -216,6 +217,7 @@ class RQBackend:
         if self._closed:
             return _error(op, "rejected", REJECTED, "the RQ backend is closed; create a new Pool")
         job_id = f"tc-{self.client_id[:12]}-{next(self._ids)}"
+        note_job_id(job_id)  # the caller's log lines name it, as the worker's do
         try:
             fields = self._job_fields(job_id, op, payload, budget)
         except (TypeError, ValueError) as exc:

@@ -127,7 +127,8 @@ def test_exposition_keeps_the_documented_names_types_and_help(
     registry.register(LiveWorkers("q", lambda: {"idle": 1}))
     text = generate_latest(registry).decode()
     kinds = {names.JOB_DURATION_SECONDS: "histogram", names.QUEUE_DEPTH: "gauge",
-             names.WORKERS: "gauge", names.RQ_LIVE_WORKERS: "gauge"}
+             names.WORKERS: "gauge", names.RQ_LIVE_WORKERS: "gauge",
+             names.RQ_REDIS_UP: "gauge", names.BUILD_INFO: "gauge"}
     for name, (doc, _labels) in HELP.items():
         assert f"# HELP {name} {doc}\n# TYPE {name} {kinds.get(name, 'counter')}\n" in text
     assert 'toolcodec_jobs_total{backend="process",op="decode",outcome="success"} 1.0' in text
@@ -244,3 +245,67 @@ def test_child_cpu_counts_live_children_and_keeps_them_after_they_exit(
         child.kill()
         child.wait()
     assert cpu() >= before + 0.2  # reaped: now in RUSAGE_CHILDREN, never lower
+
+
+def test_every_series_a_rule_reads_exists_at_zero_from_the_start(
+        registry: CollectorRegistry) -> None:
+    """A counter first seen at its first event hides that event from increase(): the first
+    crash of every worker would read as 0 restarts. Primed series start at 0 instead."""
+    from toolcodec.worker.jobs import PUBLIC_OPS
+
+    m = Metrics(registry)
+    assert registry.get_sample_value("toolcodec_worker_restarts_total",
+                                     {"backend": "rq", "reason": "crash"}) is None
+    m.prime("rq")
+    m.prime("rq")  # idempotent
+    for reason in ("crash", "timeout"):
+        assert registry.get_sample_value("toolcodec_worker_restarts_total",
+                                         {"backend": "rq", "reason": reason}) == 0.0
+    for op in PUBLIC_OPS:
+        for outcome in ("success", "failure", "timeout", "rejected", "worker_lost"):
+            assert registry.get_sample_value("toolcodec_jobs_total", {
+                "op": op, "backend": "rq", "outcome": outcome}) == 0.0
+        assert registry.get_sample_value("toolcodec_job_errors_total", {
+            "op": op, "backend": "rq", "code": "backend_unavailable"}) == 0.0
+    m.restarted("rq", "crash")
+    m.observe("decode", "rq", env("timeout"))
+    assert value(registry, "toolcodec_worker_restarts_total", backend="rq", reason="crash") == 1
+    assert value(registry, "toolcodec_jobs_total", op="decode", backend="rq",
+                 outcome="timeout") == 1
+
+
+def test_a_tracked_pool_and_a_workers_endpoint_are_primed(registry: CollectorRegistry) -> None:
+    Metrics(registry).track("process", dict)
+    assert registry.get_sample_value("toolcodec_worker_restarts_total",
+                                     {"backend": "process", "reason": "timeout"}) == 0.0
+    worker = CollectorRegistry()
+    Metrics(worker, side="worker")
+    assert worker.get_sample_value("toolcodec_worker_jobs_total", {
+        "op": "decode", "backend": "rq", "outcome": "worker_lost"}) == 0.0
+    assert worker.get_sample_value("toolcodec_rq_jobs_refused_total",
+                                   {"reason": "foreign_function"}) == 0.0
+
+
+def test_build_info_names_the_version(registry: CollectorRegistry) -> None:
+    import platform
+
+    from toolcodec import __version__
+
+    Metrics(registry)
+    assert registry.get_sample_value("toolcodec_build_info", {
+        "version": __version__, "python": platform.python_version()}) == 1.0
+
+
+def test_redis_up_is_exported_while_redis_is_down() -> None:
+    registry = CollectorRegistry()
+
+    def down() -> dict[str, int]:
+        raise ConnectionError("Redis is down")
+
+    registry.register(LiveWorkers("q", down))
+    assert registry.get_sample_value("toolcodec_rq_redis_up", {"queue": "q"}) == 0.0
+    assert registry.get_sample_value("toolcodec_rq_live_workers",
+                                     {"queue": "q", "state": "idle"}) is None
+    up = CollectorRegistry()
+    up.register(LiveWorkers("q", lambda: {"idle": 2}))
+    assert up.get_sample_value("toolcodec_rq_redis_up", {"queue": "q"}) == 1.0

@@ -69,7 +69,7 @@ def test_promtool_checks_rules_and_config_and_the_alert_unit_tests_pass(tmp_path
 
 
 def test_every_alert_has_a_unit_test_that_fires_and_a_quiet_one() -> None:
-    cases = yaml.safe_load(generate.CASES.read_text())["tests"]
+    cases = generate.promtool_tests()["tests"]
     fired = {c["alertname"] for t in cases for c in t["alert_rule_test"] if c["exp_alerts"]}
     quiet = {c["alertname"] for t in cases for c in t["alert_rule_test"] if not c["exp_alerts"]}
     alerts = {name for name, _ in rule_exprs() if name.startswith("Toolcodec")}
@@ -96,7 +96,10 @@ def test_promtool_cases_feed_only_series_real_processes_export() -> None:
         for series in test["input_series"]:
             name, _, body = series["series"].partition("{")
             labels = set(re.findall(r'(\w+)="', body))
-            if name == "up":
+            # The scrape adds job and instance; Kubernetes service discovery a namespace, an
+            # external label a cluster.
+            labels -= {"namespace", "cluster"}
+            if name in ("up", "redis_up"):  # Prometheus' own, the Redis exporter's
                 assert labels == {"job", "instance"}, series
                 continue
             assert name in exported, series
@@ -136,7 +139,8 @@ def test_compose_file_is_valid() -> None:
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     services = yaml.safe_load(out.stdout)["services"]
-    assert {"redis", "worker", "serve", "prometheus", "grafana"} <= set(services)
+    assert {"redis", "redis-exporter", "worker", "serve", "prometheus", "alertmanager",
+            "grafana"} <= set(services)
     assert all("healthcheck" in s for s in services.values())
     assert all(s.get("restart") == "unless-stopped" for s in services.values())
 
@@ -147,7 +151,8 @@ def k8s_docs() -> list[dict]:
 
 
 CUSTOM = {"ScaledObject": "keda.sh/v1alpha1", "ServiceMonitor": "monitoring.coreos.com/v1",
-          "PrometheusRule": "monitoring.coreos.com/v1"}
+          "PrometheusRule": "monitoring.coreos.com/v1",
+          "AlertmanagerConfig": "monitoring.coreos.com/v1alpha1"}
 
 
 def test_kubernetes_manifests_are_valid() -> None:
@@ -161,8 +166,8 @@ def test_kubernetes_manifests_are_valid() -> None:
         else:
             kubernetes_validate.validate(doc, "1.30", strict=True)
     assert {"Deployment", "Service", "HorizontalPodAutoscaler", "ScaledObject",
-            "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget",
-            "NetworkPolicy"} <= set(kinds)
+            "ServiceMonitor", "PrometheusRule", "AlertmanagerConfig", "ConfigMap",
+            "PodDisruptionBudget", "NetworkPolicy"} <= set(kinds)
 
 
 def check_custom_resource(doc: dict) -> None:
@@ -174,6 +179,20 @@ def check_custom_resource(doc: dict) -> None:
         # Busy lanes, not the queue's length: a 50 ms queue stays short while jobs time out.
         assert trigger["type"] == "prometheus" and float(trigger["metadata"]["threshold"]) > 0
         assert "toolcodec_worker_job_duration_seconds_sum" in trigger["metadata"]["query"]
+    elif doc["kind"] == "AlertmanagerConfig":  # the shipped config, field for field
+        shipped = yaml.safe_load((ROOT / "deploy" / "alertmanager" / "alertmanager.yml")
+                                 .read_text())
+        spec = doc["spec"]
+        assert spec["route"]["groupBy"] == shipped["route"]["group_by"]
+        assert {r["name"] for r in spec["receivers"]} == {r["name"] for r in
+                                                          shipped["receivers"]}
+        assert len(spec["inhibitRules"]) == len(shipped["inhibit_rules"])
+        for rule, given in zip(spec["inhibitRules"], shipped["inhibit_rules"], strict=True):
+            assert [f'{m["name"]}{m["matchType"]}"{m["value"]}"' for m in rule["sourceMatch"]] \
+                == given["source_matchers"] and rule["equal"] == given["equal"]
+            assert all(m["matchType"] in ("=", "!=", "=~", "!~") for m in rule["targetMatch"])
+        for route in spec["route"]["routes"]:
+            assert route["receiver"] in {r["name"] for r in spec["receivers"]}
     elif doc["kind"] == "ServiceMonitor":
         assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
         assert {e["port"] for e in doc["spec"]["endpoints"]} == {"http", "metrics"}
@@ -219,10 +238,82 @@ def test_kubernetes_pods_meet_the_restricted_pod_security_standard() -> None:
 
 
 def test_dashboards_ship_as_a_config_map_for_grafanas_sidecar() -> None:
-    (config_map,) = [d for d in k8s_docs() if d["kind"] == "ConfigMap"]
+    (config_map,) = [d for d in k8s_docs() if d["kind"] == "ConfigMap"
+                     and d["metadata"]["name"] == "toolcodec-dashboards"]
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     shipped = {name: json.loads(text) for name, text in config_map["data"].items()}
     assert shipped == {path.name: body for path, body in generate.dashboards().items()}
+
+
+@pytest.mark.parametrize(("backend", "workers_scaled_by"),
+                         [("rq", "keda"), ("rq", "hpa"), ("rq", "none"), ("process", None)])
+def test_the_values_file_renders_valid_manifests_for_both_backends_with_the_proxy(
+        tmp_path, backend, workers_scaled_by) -> None:
+    """``deploy/generate.py --values`` (a user's values over deploy/values.yaml): every
+    manifest validates, the image is the package's version, serve runs the proxy with a model
+    config serve itself accepts, and no Deployment has replicas beside its autoscaler."""
+    import kubernetes_validate
+    import toolcodec
+    from toolcodec.pool.proxy.settings import ModelSettings
+
+    values = {"backend": backend, "namespace": "team-a",
+              "proxy": {"upstream": "http://vllm:8000/v1"}}
+    if workers_scaled_by:
+        values["worker"] = {"autoscaling": {"kind": workers_scaled_by}}
+    (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
+    out = tmp_path / "k8s"
+    assert generate.main(["--values", str(tmp_path / "values.yaml"), "--out", str(out)]) == 0
+    docs = [d for path in sorted(out.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text())]
+    kinds = [d["kind"] for d in docs]
+    for doc in docs:
+        assert doc["metadata"]["namespace"] == "team-a", doc["metadata"]
+        if doc["kind"] in CUSTOM:
+            check_custom_resource(doc)
+        else:
+            kubernetes_validate.validate(doc, "1.30", strict=True)
+    scaled = {d["spec"]["scaleTargetRef"]["name"] for d in docs
+              if d["kind"] in ("HorizontalPodAutoscaler", "ScaledObject")}
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    for name, deployment in deployments.items():
+        assert ("replicas" in deployment["spec"]) == (name not in scaled), name
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            if container["image"].startswith("toolcodec:"):
+                assert container["image"] == f"toolcodec:{toolcodec.__version__}"
+                assert container["args"][container["args"].index("--log-format") + 1] == "json"
+    serve = deployments["toolcodec-serve"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert serve[serve.index("--upstream") + 1] == "http://vllm:8000/v1"
+    assert serve[serve.index("--backend") + 1] == backend
+    (models,) = [d for d in docs if d["metadata"]["name"] == "toolcodec-models"]
+    (tmp_path / "models.yaml").write_text(models["data"]["models.yaml"])
+    settings = ModelSettings.build(file=str(tmp_path / "models.yaml"))
+    assert settings.for_model("Qwen/Qwen3-32B")  # the config serve reads, with its presets
+    if backend == "process":
+        assert set(deployments) == {"toolcodec-serve"} and "ScaledObject" not in kinds
+    else:
+        assert set(deployments) == {"toolcodec-serve", "toolcodec-worker", "toolcodec-redis"}
+        assert ("ScaledObject" in kinds) == (workers_scaled_by == "keda")
+        query = next((d["spec"]["triggers"][0]["metadata"]["query"] for d in docs
+                      if d["kind"] == "ScaledObject"), 'namespace="team-a"')
+        assert 'namespace="team-a"' in query  # two installs are scaled apart
+    assert {"ServiceMonitor", "PrometheusRule", "PodDisruptionBudget", "ConfigMap"} <= set(kinds)
+
+
+def test_compose_runs_the_proxy_with_the_generated_model_config_and_the_pinned_image() -> None:
+    import toolcodec
+
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())["services"]
+    values = generate.default_values()
+    assert yaml.safe_load((ROOT / "deploy" / "models.yaml").read_text()) == \
+        values["proxy"]["modelConfig"]
+    for name in ("serve", "worker"):
+        assert compose[name]["image"] == f"toolcodec:{toolcodec.__version__}"
+        command = compose[name]["command"]
+        assert command[command.index("--log-format") + 1] == "json"
+    command = compose["serve"]["command"]
+    assert "--upstream" in command and "--access-log" in command
+    config = command[command.index("--proxy-config") + 1]
+    assert any(v.endswith(":" + config + ":ro") and v.startswith("./models.yaml")
+               for v in compose["serve"]["volumes"])
 
 
 # -- the real thing -------------------------------------------------------------------------------
@@ -445,5 +536,37 @@ def test_a_fresh_service_pages_nobody_then_killing_every_worker_fails_readiness_
         assert wait_for(lambda: total(url, queue.targets[0][0]) == 3, 30)
 
         assert wait_for(lambda: "ToolcodecNoWorkers" in firing(), 240), firing()
+    finally:
+        serve.stop()
+
+
+@pytest.mark.redis
+def test_redis_down_fires_the_backend_alert_while_the_worker_alert_has_no_series(
+        prometheus, own_redis_server, queue_name, start_rq_worker) -> None:
+    """Redis stopped under a running serve (rq) and worker: toolcodec_rq_redis_up turns 0 and
+    ToolcodecBackendDown fires on a real Prometheus with the shipped rules, while Redis is
+    still down; ToolcodecNoWorkers (whose heartbeats cannot be read) does not."""
+    start_rq_worker(server=own_redis_server)
+    serve = ServeProcess("--backend", "rq", "--redis-url", own_redis_server.url, "--queue",
+                         queue_name, "--timeout-ms", "250").start()
+    try:
+        url = prometheus({"toolcodec-serve": [f"127.0.0.1:{serve.port}"]})
+        up = 'max(toolcodec_rq_redis_up{job="toolcodec-serve"})'
+
+        def value(expr: str) -> float | None:
+            got = query(url, expr)["data"]["result"]
+            return float(got[0]["value"][1]) if got else None
+
+        assert wait_for(lambda: value(up) == 1.0, 60)
+        own_redis_server.stop()
+
+        def firing() -> set[str]:
+            got = query(url, 'ALERTS{alertstate="firing"}')["data"]["result"]
+            return {r["metric"]["alertname"] for r in got}
+
+        assert wait_for(lambda: value(up) == 0.0, 60)
+        assert wait_for(lambda: "ToolcodecBackendDown" in firing(), 240), firing()
+        assert "ToolcodecNoWorkers" not in firing()
+        assert own_redis_server.proc is None or own_redis_server.proc.poll() is not None
     finally:
         serve.stop()

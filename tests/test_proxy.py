@@ -90,7 +90,8 @@ def test_unrepairable_output_is_left_as_the_model_wrote_it(proxy) -> None:
     answer, _ = whole(proxy, "native_unrepairable")
     assert answer.choices[0].message.tool_calls[0].function.arguments == '{"days": 2}'
     metrics = httpx.get(proxy.url + "/metrics").text
-    assert 'toolcodec_proxy_model_errors_total{code="unknown_tool"}' in metrics
+    assert 'toolcodec_proxy_model_errors_total{code="unknown_tool",format="none",model="other"}' \
+        in metrics
 
 
 @pytest.mark.parametrize("case", [c for c in CASES])

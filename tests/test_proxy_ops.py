@@ -51,12 +51,10 @@ def events(lines: list[str]) -> list[dict]:
 def metric(srv, name: str, **labels: str) -> float:
     from prometheus_client.parser import text_string_to_metric_families
 
-    text = httpx.get(srv.url + "/metrics").text
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and sample.labels == labels:
-                return sample.value
-    return 0.0
+    text = httpx.get(srv.url + "/metrics").text  # the samples with these labels (and any others)
+    return sum(sample.value for family in text_string_to_metric_families(text)
+               for sample in family.samples
+               if sample.name == name and labels.items() <= sample.labels.items())
 
 
 # -- capacity, not silence ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """One structured log line per failed or slow job, for ``toolcodec serve`` and RQ workers.
 
-The line is a JSON object on the ``toolcodec.jobs`` logger (level WARNING), so a log
+The line is an event on the ``toolcodec.jobs`` logger (level WARNING; its message is the
+fields as JSON, and ``--log-format json`` adds time, level and the request's ids), so a log
 pipeline can parse it and a person can grep it::
 
     {"event": "job", "side": "worker", "job_id": "tc-…-7", "op": "decode", "backend": "rq",
@@ -25,6 +26,7 @@ import time
 from typing import Any
 
 import orjson
+from toolcodec.worker.logs import event
 from toolcodec.worker.metrics import outcome_of
 
 log = logging.getLogger("toolcodec.jobs")
@@ -74,7 +76,9 @@ class JobLog:
         line = self.fields(op, backend, envelope, payload, job_id)
         if suppressed:
             line["suppressed"] = suppressed
-        log.warning("%s", orjson.dumps(line).decode())
+        fields = dict(line)
+        del fields["event"]
+        event(log, logging.WARNING, "job", **fields)
         return line
 
     def fields(self, op: str, backend: str, envelope: dict[str, Any], payload: Any,

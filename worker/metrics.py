@@ -15,13 +15,19 @@ one lock (about 1 µs), and a custom collector turns them into metric families w
 registry is scraped. A prometheus_client ``Counter`` and ``Histogram`` cost about nine
 locked updates per job. The metric names are the constants below, in one place, so that
 dashboards and alert rules can import them.
+
+Every series a rule or a panel reads exists at 0 from the start (:meth:`Metrics.prime`, run by
+serve, by a tracked pool and on a worker's endpoint): a counter that first appeared at its
+first event would hide that event from ``increase()``.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import os
+import platform
 import resource
 import threading
 import weakref
@@ -36,6 +42,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.utils import floatToGoString
 from toolcodec.errors import ALL_CODES
+from toolcodec.worker.logs import event
 
 JOBS_TOTAL = "toolcodec_jobs_total"
 JOB_DURATION_SECONDS = "toolcodec_job_duration_seconds"
@@ -49,6 +56,8 @@ TOOL_RESULTS_TOTAL = "toolcodec_tool_results_total"
 RQ_JOBS_REFUSED_TOTAL = "toolcodec_rq_jobs_refused_total"
 RESULT_ERRORS_TOTAL = "toolcodec_result_errors_total"
 RQ_LIVE_WORKERS = "toolcodec_rq_live_workers"
+RQ_REDIS_UP = "toolcodec_rq_redis_up"
+BUILD_INFO = "toolcodec_build_info"
 
 # name -> (HELP text, label names)
 HELP: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -84,6 +93,12 @@ HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         "RQ worker lanes with an unexpired heartbeat on this queue, by state, read from "
         "Redis at scrape time by toolcodec serve --backend rq (the same number on every "
         "replica: take max, not sum).", ("queue", "state")),
+    RQ_REDIS_UP: (
+        "1 when Redis answered the heartbeat read of this scrape, 0 when it did not "
+        "(toolcodec serve --backend rq): the series that is there while Redis is down.",
+        ("queue",)),
+    BUILD_INFO: ("Always 1; the toolcodec version and Python version as labels.",
+                 ("version", "python")),
 }
 
 # The worker side's names for the series both sides measure: an RQ worker's endpoint never
@@ -120,7 +135,11 @@ ERROR_CODES = frozenset({"bad_request", "payload_too_large", "internal_error",
                          "backend_unavailable", "nesting_too_deep"})
 WORKER_STATES = ("idle", "busy", "starting")
 RESULT_CODES = ALL_CODES  # label values: the documented codes, else "other"
+OUTCOMES = ("success", "failure", "timeout", "rejected", "worker_lost")
+RESTART_REASONS = ("timeout", "crash")
+REFUSED_REASONS = ("foreign_function", "no_reply_to", "bad_arguments", "undecodable")
 
+_workers_log = logging.getLogger("toolcodec.workers")  # a lane killed and re-forked
 # One set of collectors per registry: a second Metrics on the same registry shares them
 # instead of failing with "Duplicated timeseries".
 _SHARED: weakref.WeakKeyDictionary[CollectorRegistry, _Shared] = weakref.WeakKeyDictionary()
@@ -212,6 +231,9 @@ class _Shared:
             WORKER_RESTARTS_TOTAL, *help_of(WORKER_RESTARTS_TOTAL, side), registry=registry)
         self.jobs_refused_total = Counter(
             RQ_JOBS_REFUSED_TOTAL, *HELP[RQ_JOBS_REFUSED_TOTAL], registry=registry)
+        build = Gauge(BUILD_INFO, *HELP[BUILD_INFO], registry=registry)
+        build.labels(_version(), platform.python_version()).set(1)
+        self.primed: set[str] = set()
         # Live pools' gauge readers, by backend; summed when the registry is scraped.
         self.sources: dict[str, dict[int, Callable[[], dict[str, int]]]] = {}
         self.sources_lock = threading.Lock()
@@ -240,6 +262,32 @@ class Metrics:
         self.workers: Gauge = shared.workers
         self.worker_restarts_total: Counter = shared.worker_restarts_total
         self.jobs_refused_total: Counter = shared.jobs_refused_total
+        if side == "worker":  # a worker's endpoint counts RQ jobs only
+            self.prime("rq")
+
+    def prime(self, backend: str) -> None:
+        """Create at 0 every series a dashboard or an alert rule reads for ``backend``:
+        each public op's outcomes and error codes, the restart reasons (and, on a worker's
+        side, the refusal reasons). A counter that first appears at its first event hides
+        that event from ``increase()``; one that starts at 0 does not. Idempotent.
+        """
+        shared = self._shared
+        with shared.sources_lock:
+            if backend in shared.primed:
+                return
+            shared.primed.add(backend)
+        tally = self.tally
+        with tally.lock:
+            for op in _public_ops():
+                for outcome in OUTCOMES:
+                    tally.jobs.setdefault((op, backend, outcome), 0)
+                for code in sorted(ERROR_CODES):
+                    tally.errors.setdefault((op, backend, code), 0)
+        for reason in RESTART_REASONS:
+            self.worker_restarts_total.labels(backend, reason)
+        if tally.side == "worker":
+            for reason in REFUSED_REASONS:
+                self.jobs_refused_total.labels(reason)
 
     def observe(self, op: str, backend: str, envelope: dict) -> None:
         """Count one finished call: outcome, latency, and the repairs/path of its result.
@@ -266,8 +314,10 @@ class Metrics:
                 _count_result(tally, op, result)
 
     def restarted(self, backend: str, reason: str) -> None:
-        """Count one worker replacement (``reason``: ``timeout`` or ``crash``)."""
+        """Count one worker replacement (``reason``: ``timeout`` or ``crash``), and log it."""
         self.worker_restarts_total.labels(backend, reason).inc()
+        event(_workers_log, logging.WARNING, "worker_restarted", backend=backend,
+              reason=reason)
 
     def refused(self, reason: str) -> None:
         """Count one job refused by an RQ worker because it is not a toolcodec job."""
@@ -282,6 +332,7 @@ class Metrics:
         """Report a pool's ``counts()`` (``idle``, ``busy``, ``starting``, ``waiting``) as
         the ``workers`` and ``queue_depth`` gauges, read at scrape time and summed over the
         pools tracked on this registry; returns the function that stops it."""
+        self.prime(backend)
         shared = self._shared
         with shared.sources_lock:
             first = backend not in shared.sources
@@ -339,6 +390,18 @@ def _count_result(tally: JobTally, op: str, result: dict) -> None:
             tally.tool_results[key] = tally.tool_results.get(key, 0) + 1
 
 
+def _version() -> str:
+    from toolcodec import __version__  # imported on use: the package imports this module
+
+    return __version__
+
+
+def _public_ops() -> tuple[str, ...]:
+    from toolcodec.worker.jobs import PUBLIC_OPS  # imported on use: jobs imports the codec
+
+    return tuple(PUBLIC_OPS)
+
+
 _KNOWN_OPS: list[frozenset[str]] = []  # [public ops, public + fault ops]
 _FAULT_ENV: list[str] = []
 
@@ -356,29 +419,36 @@ def _known_ops() -> frozenset[str]:
 
 
 class LiveWorkers:
-    """``toolcodec_rq_live_workers{queue, state}``: heartbeats read from Redis at scrape time.
+    """``toolcodec_rq_live_workers{queue, state}``: heartbeats read from Redis at scrape time,
+    and ``toolcodec_rq_redis_up{queue}``: whether that read succeeded.
 
     ``read()`` returns lanes by state (:func:`toolcodec.worker.heartbeat.live_lanes`); when it
-    raises (Redis down), nothing is exported: an unknown count is not shown as a number.
+    raises (Redis down), no lane count is exported (an unknown count is not shown as a
+    number) and ``toolcodec_rq_redis_up`` is 0, so an alert has a series to fire on.
     """
 
     def __init__(self, queue: str, read: Callable[[], dict[str, int]]) -> None:
         self.queue, self.read = queue, read
 
     def describe(self) -> list[Metric]:
-        return [GaugeMetricFamily(RQ_LIVE_WORKERS, HELP[RQ_LIVE_WORKERS][0],
-                                  labels=HELP[RQ_LIVE_WORKERS][1])]
+        return self._families()
 
     def collect(self) -> list[Metric]:
-        family = GaugeMetricFamily(RQ_LIVE_WORKERS, HELP[RQ_LIVE_WORKERS][0],
-                                   labels=HELP[RQ_LIVE_WORKERS][1])
+        family, up = self._families()
         try:
             counts = self.read()
         except Exception:  # noqa: BLE001 - a scrape must not fail because Redis is down
-            return [family]
+            up.add_metric((self.queue,), 0)
+            return [family, up]
+        up.add_metric((self.queue,), 1)
         for state in WORKER_STATES:
             family.add_metric((self.queue, state), counts.get(state, 0))
-        return [family]
+        return [family, up]
+
+    @staticmethod
+    def _families() -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(name, HELP[name][0], labels=HELP[name][1])
+                for name in (RQ_LIVE_WORKERS, RQ_REDIS_UP)]
 
 
 CHILD_CPU_SECONDS_TOTAL = "toolcodec_child_cpu_seconds_total"

@@ -40,6 +40,7 @@ import orjson
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from toolcodec import __version__
 from toolcodec.errors import ALL_CODES, BAD_REQUEST
+from toolcodec.pool.model_labels import MODEL_LABEL, format_label
 from toolcodec.pool.proxy.http_client import HTTPClient, HTTPError, Response
 from toolcodec.pool.proxy.message import openai_message, unrepaired_natives
 from toolcodec.pool.proxy.request import Prepared, prepare
@@ -52,6 +53,7 @@ from toolcodec.pool.proxy.upstream import (
     read_body,
     shape_problem,
 )
+from toolcodec.pool.service.tracing import decode_span
 from toolcodec.toolcodec import codec_for
 from toolcodec.tools import InvalidToolsError
 
@@ -100,29 +102,35 @@ class ProxyMetrics:
         self.requests = Counter("toolcodec_proxy_requests_total",
                                 "Proxied chat completions by stream mode and outcome "
                                 "(repaired, unchanged, model_error, undecoded, "
-                                "upstream_error, bad_request).",
-                                ["stream", "outcome"], registry=registry)
+                                "upstream_error, bad_request), model (the config entry "
+                                "matched, the default preset, or other) and format (of "
+                                "the first call; none).",
+                                ["stream", "outcome", "model", "format"], registry=registry)
         self.model_errors = Counter("toolcodec_proxy_model_errors_total",
-                                    "Errors in model output the proxy could not repair, by code.",
-                                    ["code"], registry=registry)
+                                    "Errors in model output the proxy could not repair, by "
+                                    "code, model and format.",
+                                    ["code", "model", "format"], registry=registry)
         self.undecoded = Counter("toolcodec_proxy_undecoded_total",
                                  "Answers (streams: blocks) the proxy could not decode for lack "
                                  "of capacity, by reason (overload, timeout, worker_lost, error).",
                                  ["stream", "reason"], registry=registry)
 
         # Each request counts once: children kept here, not looked up by label values again.
-        self._request_counts: dict[tuple[bool, str], Any] = {}
+        self._request_counts: dict[tuple[bool, str, str, str], Any] = {}
 
     def count(self, stream: bool, outcome: str, result: dict[str, Any] | None = None) -> None:
-        child = self._request_counts.get((stream, outcome))
+        # model: the request's, noted where its options were resolved (bounded labels)
+        model, fmt = MODEL_LABEL.get(), format_label(result)
+        child = self._request_counts.get((stream, outcome, model, fmt))
         if child is None:
-            child = self._request_counts[stream, outcome] = self.requests.labels(
-                str(stream).lower(), outcome)
+            child = self._request_counts[stream, outcome, model, fmt] = self.requests.labels(
+                str(stream).lower(), outcome, model, fmt)
         child.inc()
         for error in (result or {}).get("errors") or []:
             code = error.get("code")
             if code not in CAPACITY_CODES:  # counted as undecoded, not blamed on the model
-                self.model_errors.labels(code if code in ALL_CODES else "other").inc()
+                self.model_errors.labels(code if code in ALL_CODES else "other", model,
+                                         fmt).inc()
 
     def count_undecoded(self, stream: bool, status: str | None) -> None:
         self.undecoded.labels(str(stream).lower(), UNDECODED_REASON.get(status or "", "error")
@@ -285,7 +293,10 @@ class ChatProxy:
             "message": c["message"], "tools": prepared.tools, "options": prepared.options,
             "finish_reason": _reason(c.get("finish_reason"))}) for c in choices]
         # One choice (nearly always): awaited as it is, without gather's task.
-        envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
+        with decode_span(prepared.upstream.get("model")) as span:  # toolcodec[otel]
+            envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
+            span.results([e.get("result") for e in envelopes],
+                          [c.get("finish_reason") for c in choices])
         reports = [_report(e) for e in envelopes]
         failed = [e for e in envelopes if e.get("status") != "ok"]
         if failed:

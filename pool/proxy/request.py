@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from toolcodec.pool.model_labels import note_request
 from toolcodec.pool.proxy.settings import OVERRIDE_FIELD, ModelSettings, SettingsError
 
 
@@ -30,6 +31,7 @@ def prepare(body: dict[str, Any], models: ModelSettings) -> Prepared:
     Raises ``SettingsError`` (the client's 400) for a bad override or ``tool_choice``."""
     upstream = {k: v for k, v in body.items() if k != OVERRIDE_FIELD}
     options = models.resolve(body.get("model"), body.get(OVERRIDE_FIELD))
+    note_request(models, body.get("model"), body.get(OVERRIDE_FIELD))  # labels, log context
     tools = body.get("tools") or []
     choice = body.get("tool_choice")
     if choice == "none":

@@ -22,9 +22,11 @@ from toolcodec.pool.proxy.http_client import (
     TimeoutException,
 )
 
-# Headers an OpenAI client may send that a model server may need; nothing else is forwarded.
+# Headers an OpenAI client may send that a model server may need, and the W3C trace context
+# (so a trace goes on through the proxy); nothing else is forwarded.
 FORWARDED_HEADERS = frozenset({"authorization", "accept", "user-agent", "openai-organization",
-                               "openai-project", "openai-beta", "x-request-id"})
+                               "openai-project", "openai-beta", "x-request-id",
+                               "traceparent", "tracestate", "baggage"})
 
 
 class UpstreamError(Exception):

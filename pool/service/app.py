@@ -25,11 +25,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from toolcodec.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
+from toolcodec.pool.service.access import request_ids
 from toolcodec.pool.service.http_metrics import HttpMetrics
+from toolcodec.pool.service.tracing import decode_span, traced
 from toolcodec.worker.envelope import error_envelope
 from toolcodec.worker.faults import FAULT_OPS
 from toolcodec.worker.joblog import JobLog
 from toolcodec.worker.jobs import FAULT_ENV, PUBLIC_OPS
+from toolcodec.worker.logs import MODEL, PRESET, job_ids
 
 ARRIVED = "toolcodec.arrived"  # ASGI scope key: time.monotonic() when the request arrived
 MAX_BATCH = 256  # jobs in one /v1/batch request
@@ -51,6 +54,7 @@ class Service:
         self.metrics = HttpMetrics(registry)
         self.ready = ready
         self.draining = False
+        self.access_log = False  # one line per request (toolcodec.pool.service.access)
         self.upstream: str | None = None  # the proxy's model server, when there is one
         self.joblog = JobLog("caller")
         # The callers' ops (decode_block is the streaming pool's own, never HTTP's); the
@@ -114,8 +118,16 @@ class Service:
             problem = self.model_options(payload)
         if problem is not None:
             return self.local(op, (BAD_REQUEST, problem), start)
-        envelope = await self.pool.asubmit(op, payload, timeout_ms=timeout, arrived=arrived)
-        self.joblog.job(op, self.pool.backend, envelope, payload)
+        with job_ids() as ids:  # the queued job's id (rq), which the worker's line names too
+            if op == "decode":
+                with decode_span(MODEL.get()) as span:
+                    envelope = await self.pool.asubmit(op, payload, timeout_ms=timeout,
+                                                       arrived=arrived)
+                    span.results([envelope.get("result")], [payload.get("finish_reason")])
+            else:
+                envelope = await self.pool.asubmit(op, payload, timeout_ms=timeout,
+                                                   arrived=arrived)
+        self.joblog.job(op, self.pool.backend, envelope, payload, job_id=ids[-1] if ids else None)
         return envelope
 
     def model_options(self, payload: dict[str, Any]) -> str | None:
@@ -127,6 +139,9 @@ class Service:
         if "model" not in payload and not (isinstance(options, dict) and "preset" in options):
             return None
         models = self.models or ModelSettings()
+        MODEL.set(payload.get("model") if isinstance(payload.get("model"), str) else None)
+        if isinstance(options, dict) and isinstance(options.get("preset"), str):
+            PRESET.set(options["preset"])
         try:
             payload["options"] = job_options(models.resolve(payload.pop("model", None), options,
                                                             "options"))
@@ -236,7 +251,8 @@ def build_app(service: Service, extra_routes: list[Route] | None = None,
                                                        Exception: crashed})
     if direct:
         app = _direct(direct, app, service)
-    return _stamped(service.metrics.wrap(app))
+    return _stamped(traced(request_ids(_closing_when_draining(service.metrics.wrap(app),
+                                                              service), service.access_log)))
 
 
 def _direct(paths: dict[str, Any], app: Any, service: Service) -> Any:
@@ -294,6 +310,25 @@ def _stamped(app: Any) -> Any:
         scope[ARRIVED] = time.monotonic()
         await app(scope, receive, send)
     return stamped
+
+
+def _closing_when_draining(app: Any, service: Service) -> Any:
+    """While the server drains, every answer says ``Connection: close`` and its connection is
+    closed after it: a client learns from the answer itself to open a new connection (to
+    another replica), instead of reusing one that the server is about to close under it."""
+    async def closing(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def sending(message: dict) -> None:
+            if message["type"] == "http.response.start" and service.draining:
+                headers = [(k, v) for k, v in message.get("headers", ())
+                           if k.lower() != b"connection"]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+        await app(scope, receive, sending)
+    return closing
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:

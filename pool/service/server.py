@@ -24,11 +24,13 @@ import gc
 import logging
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
 from prometheus_client import REGISTRY
+from toolcodec import __version__
 from toolcodec.pool.api import Pool
 from toolcodec.pool.service.app import Service, build_app
 from toolcodec.pool.service.header_guard import (
@@ -36,8 +38,12 @@ from toolcodec.pool.service.header_guard import (
     DEFAULT_MAX_HEADER_BYTES,
     guarded_protocol,
 )
+from toolcodec.worker import logs
+from toolcodec.worker.logs import event
 
 DEFAULT_INLINE_MAX_CHARS = 1024
+log = logging.getLogger("toolcodec.serve")  # lifecycle events: start, drain, exit, Redis
+REDIS_GRACE_S = 5.0  # a Redis outage shorter than this leaves /readyz ready
 
 
 @dataclass(slots=True)
@@ -66,6 +72,8 @@ class ServeConfig:
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     shutdown_delay_s: float = 5.0
+    log_format: str | None = None  # json or text (toolcodec.worker.logs); None: as configured
+    access_log: bool = False  # one line per request (toolcodec.pool.service.access)
 
 
 class _DrainingServer(uvicorn.Server):
@@ -84,6 +92,10 @@ class _DrainingServer(uvicorn.Server):
         await super().startup(sockets)
         if self.started:  # listening: say so once, so scripts and people know where and how
             print(ready_line(self.config, self.service), flush=True)
+            pool = self.service.pool
+            event(log, logging.INFO, "start", version=__version__, host=self.config.host,
+                  port=self.config.port, backend=pool.backend,
+                  upstream=self.service.upstream, budget_ms=self.service.timeout_ms)
 
     async def shutdown(self, sockets: Any = None) -> None:
         await super().shutdown(sockets)
@@ -93,6 +105,8 @@ class _DrainingServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: Any) -> None:
         if sig == signal.SIGTERM and self._timer is None and self.delay_s > 0:
             self.service.draining = True  # /readyz answers 503; requests are still served
+            event(log, logging.INFO, "drain", signal=signal.Signals(sig).name,
+                  shutdown_delay_s=self.delay_s)
             self._timer = threading.Timer(self.delay_s, self._stop, (sig,))
             self._timer.daemon = True
             self._timer.start()
@@ -102,6 +116,9 @@ class _DrainingServer(uvicorn.Server):
         self._stop(sig)
 
     def _stop(self, sig: int) -> None:
+        if not self.service.draining:
+            event(log, logging.INFO, "drain", signal=signal.Signals(sig).name,
+                  shutdown_delay_s=0)
         self.service.draining = True
         super().handle_exit(sig, None)
         # uvicorn re-raises the signal after its shutdown, which would end the process with
@@ -125,8 +142,8 @@ def ready_line(uv: uvicorn.Config, service: Service) -> str:
 
 def run(config: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
-    if not logging.getLogger().handlers:  # the per-job lines (toolcodec.worker.joblog)
-        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    if config.log_format or not logging.getLogger().handlers:
+        logs.configure(config.log_format or "text")
     options: dict[str, Any] = ({"redis_url": config.redis_url, "queue": config.queue}
                                if config.backend == "rq" else {"workers": config.workers})
     limits = {name: value for name, value in (("max_chars", config.max_chars),
@@ -138,11 +155,13 @@ def run(config: ServeConfig) -> int:
         inline = DEFAULT_INLINE_MAX_CHARS if config.backend == "process" else 0
     pool = Pool(config.backend, timeout_ms=config.timeout_ms, registry=REGISTRY,
                 max_payload_chars=config.max_payload_chars, inline_max_chars=inline, **options)
+    pool.metrics.prime(pool.backend)  # every series a rule reads, at 0 from the first scrape
     try:
         service = Service(pool, timeout_ms=config.timeout_ms, max_body=config.max_body,
                           registry=REGISTRY, ready=_readiness(pool, config),
                           models=config.models)
         service.upstream = config.upstream
+        service.access_log = config.access_log
         extra, direct, proxy = _proxy_routes(config, pool, service)
         # The httptools protocol, with bounds on header time and size (see header_guard).
         http = guarded_protocol(config.header_timeout_s, config.max_header_bytes,
@@ -155,6 +174,7 @@ def run(config: ServeConfig) -> int:
         _DrainingServer(uv, service, config.shutdown_delay_s, proxy).run()
     finally:
         pool.close(timeout=config.drain_s)
+    event(log, logging.INFO, "exit", code=0)
     return 0
 
 
@@ -188,7 +208,11 @@ def _proxy_routes(config: ServeConfig, pool: Pool, service: Service
 def _readiness(pool: Pool, config: ServeConfig) -> Any:
     if config.backend == "process":
         async def ready() -> str | None:
-            if pool.impl.live_workers() < 1:
+            # "Can take work": a worker being re-forked after its job's deadline kill takes
+            # the next job in a moment, and a busy one its next; overload is not unreadiness
+            # (the pool sheds what it cannot start in time, with 429).
+            counts = pool.impl.counts()
+            if counts["idle"] + counts["busy"] + counts["starting"] < 1:
                 return "no worker process is up"
             return None
         return ready
@@ -199,15 +223,30 @@ def _readiness(pool: Pool, config: ServeConfig) -> Any:
 
     client = redis.Redis.from_url(config.redis_url, socket_connect_timeout=0.5,
                                   socket_timeout=0.5)
+    failing: dict[str, float] = {}  # since when Redis has not answered
     REGISTRY.register(LiveWorkers(config.queue, lambda: live_lanes(client, config.queue)))
 
     def probe() -> str | None:
         # Live workers come from heartbeats that expire, not from RQ's worker set, which
         # keeps a killed worker's entry for minutes.
+        # A Redis blip is not unreadiness: every replica shares Redis, so failing them all
+        # at once would turn each caller's prompt 503 backend_unavailable into connection
+        # errors. Only an outage longer than REDIS_GRACE_S fails readiness (and
+        # ToolcodecBackendDown pages for it, from toolcodec_rq_redis_up).
         try:
             counts = live_lanes(client, config.queue)
         except redis.exceptions.RedisError as exc:
-            return f"Redis does not answer: {type(exc).__name__}"
+            now = time.monotonic()
+            if "since" not in failing:
+                event(log, logging.WARNING, "redis_lost", queue=config.queue,
+                      exception=logs.one_line(exc))
+            since = failing.setdefault("since", now)
+            if now - since < REDIS_GRACE_S:
+                return None
+            return f"Redis does not answer (for {now - since:.0f} s): {type(exc).__name__}"
+        if failing:
+            event(log, logging.INFO, "redis_back", queue=config.queue,
+                  after_s=round(time.monotonic() - failing.pop("since"), 3))
         if counts["idle"] + counts["busy"] < 1:
             return f"no toolcodec worker has a live heartbeat on queue {config.queue!r}"
         return None

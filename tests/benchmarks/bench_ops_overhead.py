@@ -6,6 +6,8 @@ Prints, in one run:
   takes), and ``JobLog.job`` writing a line for a failed job (to a null handler);
 - the decode itself of the same 1 KB Hermes output (``toolcodec.ToolCallCodec.decode``) as
   the baseline, and each cost as a share of it (target: under 5 % for the healthy path);
+- per HTTP request: serve's request-context wrapper (request and trace ids, job ids), and
+  with it the access line, each against the same bare app in the same rounds;
 - per scrape: collecting a registry with the child-CPU collector (it reads ``/proc``) and the
   heartbeat reader against a real redis-server with 16 live lanes.
 
@@ -15,8 +17,12 @@ the ratios are what to read.
 
 from __future__ import annotations
 
+import asyncio
+import io
 import logging
+import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -24,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import redis  # noqa: E402
 import toolcodec  # noqa: E402
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
-from toolcodec.worker import heartbeat  # noqa: E402
+from toolcodec.pool.service.access import request_ids  # noqa: E402
+from toolcodec.worker import heartbeat, logs  # noqa: E402
 from toolcodec.worker.joblog import JobLog  # noqa: E402
 from toolcodec.worker.metrics import Metrics  # noqa: E402
 
@@ -36,6 +43,28 @@ N = 20_000
 TOOLS = [{"name": "get_weather", "parameters": {"type": "object", "properties": {
     "city": {"type": "string"}, "days": {"type": "integer"}, "notes": {"type": "string"}},
     "required": ["city"]}}]
+
+
+async def bare_app(scope: dict, receive, send) -> None:
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": b"{}"})
+
+
+async def per_request(app, n: int = N) -> float:
+    """CPU seconds per request through the ASGI *app*."""
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: dict) -> None:
+        pass
+
+    start = time.process_time()
+    for _ in range(n):
+        await app({"type": "http", "method": "POST", "path": "/v1/decode",
+                   "headers": [(b"host", b"x"), (b"content-type", b"application/json")]},
+                  receive, send)
+    return (time.process_time() - start) / n
 
 
 def per_job(fn, n: int = N) -> float:
@@ -68,6 +97,22 @@ def main() -> None:
           f"({healthy / decode:.2%} of the decode; target < 5 %)")
     print(f"job log line written for a failed job:      {logged * 1e6:8.2f} µs "
           f"({logged / decode:.2%} of the decode)")
+
+    # Per HTTP request: the request-context wrapper serve always runs (request id, trace id,
+    # job ids, X-Request-Id echoed), and with --access-log its line (JSON, to a null stream),
+    # around an app that answers at once; CPU time, contenders alternated over 7 rounds.
+    bare_us, ids_us, access_us = [], [], []
+    apps = (bare_app, request_ids(bare_app), request_ids(bare_app, access_log=True))
+    handler = logs.configure("json")
+    handler.stream = io.StringIO()
+    for _ in range(7):
+        for app, out in zip(apps, (bare_us, ids_us, access_us), strict=True):
+            out.append(asyncio.run(per_request(app)) * 1e6)
+    for name, got in (("request context (always on)", ids_us),
+                      ("request context + access line", access_us)):
+        extra = [t - b for t, b in zip(got, bare_us, strict=True)]
+        print(f"{name:31s} {min(extra):6.2f} µs min, {statistics.median(extra):6.2f} µs "
+              f"median per request ({min(extra) / (decode * 1e6):.2%} of the decode)")
 
     scrape = best(lambda: generate_latest(metrics.registry), 20)
     print(f"scrape of a pool's registry (child CPU from /proc included): {scrape * 1e3:.2f} ms")
