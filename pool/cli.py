@@ -213,6 +213,9 @@ def _serve_parser(sub: Any) -> None:
                             "workers started with `toolcodec worker`")
     serve.add_argument("--workers", type=COUNT, default=None,
                        help="process backend: worker processes (default: CPU count)")
+    serve.add_argument("--spares", type=_bounded_int(0, 64), default=None,
+                       help="process backend: processes started beside the workers, to take "
+                            "the slot of one killed at a deadline or set aside (default: 2)")
     serve.add_argument("--redis-url", default="redis://127.0.0.1:6379/0",
                        help="rq backend: the Redis the workers read (default: %(default)s)")
     serve.add_argument("--queue", default="toolcodec",
@@ -329,6 +332,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                            max_depth=args.max_depth,
                            max_payload_chars=args.max_payload_chars,
                            inline_max_chars=args.inline_max_chars, models=models,
+                           spares=args.spares,
                            proxy=proxy, header_timeout_s=args.header_timeout_s,
                            max_header_bytes=args.max_header_bytes,
                            shutdown_delay_s=args.shutdown_delay_s,

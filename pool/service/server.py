@@ -73,6 +73,7 @@ class ServeConfig:
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     shutdown_delay_s: float = 5.0
     log_format: str | None = None  # json or text (toolcodec.worker.logs); None: as configured
+    spares: int | None = None  # process backend: spare processes (None: the pool's default)
     access_log: bool = False  # one line per request (toolcodec.pool.service.access)
 
 
@@ -146,6 +147,8 @@ def run(config: ServeConfig) -> int:
         logs.configure(config.log_format or "text")
     options: dict[str, Any] = ({"redis_url": config.redis_url, "queue": config.queue}
                                if config.backend == "rq" else {"workers": config.workers})
+    if config.spares is not None and config.backend == "process":
+        options["spares"] = config.spares
     limits = {name: value for name, value in (("max_chars", config.max_chars),
                                               ("max_depth", config.max_depth)) if value}
     if limits and config.backend == "process":
@@ -211,6 +214,11 @@ def _readiness(pool: Pool, config: ServeConfig) -> Any:
             # "Can take work": a worker being re-forked after its job's deadline kill takes
             # the next job in a moment, and a busy one its next; overload is not unreadiness
             # (the pool sheds what it cannot start in time, with 429).
+            # A dead dispatcher thread is the pool's one unready state; asking for the live
+            # workers starts a new one, so the next probe finds it back.
+            if not pool.impl.health()["dispatcher"]:
+                pool.impl.live_workers()
+                return "the pool's dispatcher thread had died; a new one is starting"
             counts = pool.impl.counts()
             if counts["idle"] + counts["busy"] + counts["starting"] < 1:
                 return "no worker process is up"
