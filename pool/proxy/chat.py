@@ -27,6 +27,13 @@ its worker) is never passed on as if decoded: a whole answer is a 503 with ``Ret
 the envelope's error; a stream says it in its final chunk (``toolcodec.undecoded``) and, when
 known before the first byte, in the ``x-toolcodec-undecoded`` header. Both are counted in
 ``toolcodec_proxy_undecoded_total{stream, reason}``, not as model errors.
+
+What was not made a call (markup the decoder does not read, an undeclared tool, a forced
+``tool_choice`` not met) is said in ``x-toolcodec-unrecognised`` (streams: the final chunk's
+``toolcodec.unrecognised``) and ``toolcodec_proxy_unrecognised_total{stream, what}``
+(``flags``); every answer not decoded, broken off, cut or flagged gets a log line
+(``answer_log``). A cut answer — ``finish_reason`` ``length``, ``usage`` reaching
+``max_tokens``, a broken stream — makes no call of the block it was cut in.
 """
 
 from __future__ import annotations
@@ -101,9 +108,10 @@ class ProxyConfig:
 class ProxyMetrics:
     """``toolcodec_proxy_requests_total{stream, outcome}``,
     ``toolcodec_proxy_model_errors_total{code}`` (what the model got wrong and the proxy
-    could not repair) and ``toolcodec_proxy_undecoded_total{stream, reason}`` (answers, or
+    could not repair), ``toolcodec_proxy_undecoded_total{stream, reason}`` (answers, or
     streamed blocks, the proxy had no capacity to decode: overload, timeout, worker_lost,
-    error)."""
+    error) and ``toolcodec_proxy_unrecognised_total{stream, what}`` (answers holding what was
+    not made a call, by ``flags.WHAT``)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         registry = REGISTRY if registry is None else registry

@@ -14,6 +14,11 @@ passes), what the decoders still hold is released, then an error chunk is sent. 
 decoder had no capacity for are released as content and named in the final chunk's
 ``toolcodec.undecoded`` (and in the ``x-toolcodec-undecoded`` header when known before the
 first byte).
+
+A broken stream (reset, bad framing, a chunk that is not JSON, a body that ends before the
+stream does) is a cut answer: the decoders are closed with ``length``, so a block that had
+not closed is no call, and its markup is not sent as content. A whole JSON answer to the
+stream request is relayed as the stream it stands for (``whole_as_chunks``), decoded.
 """
 
 from __future__ import annotations
