@@ -17,6 +17,7 @@ from tests.serve_process import ServeProcess
 from tests.upstream_faults import TOOLS, FaultStandin, RawUpstream, _case, sse_with_bad_chunking
 
 R1 = "deepseek-ai/DeepSeek-R1-0528"
+K3 = "moonshotai/Kimi-K3"
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,8 @@ def upstream():
 @pytest.fixture(scope="module")
 def proxy(upstream):
     srv = ServeProcess("--upstream", upstream.url, "--workers", "1", "--timeout-ms", "2000",
-                       "--model-preset", f"{R1}=deepseek-r1").start()
+                       "--model-preset", f"{R1}=deepseek-r1",
+                       "--model-preset", f"{K3}=kimi-k3").start()
     yield srv
     srv.stop()
 
@@ -172,6 +174,17 @@ def test_r1_with_split_reasoning_whole_and_streamed_reads_the_call(proxy) -> Non
     assert calls == [("search_files", {"query": "cats"})] and finish == "tool_calls"
     assert (content.strip(), reasoning, raised) == (
         "One moment.", "The user wants files about cats.", None)
+
+
+def test_kimi_k3_skipping_its_think_section_calls_whole_and_streamed(proxy) -> None:
+    answer = client(proxy).chat.completions.create(model=K3, messages=ask("k3_direct"),
+                                                   tools=TOOLS)
+    calls = [(t.function.name, json.loads(t.function.arguments))
+             for t in answer.choices[0].message.tool_calls]
+    assert calls == [("get_weather", {"city": "Oslo"})]
+    assert answer.choices[0].finish_reason == "tool_calls"
+    _, streamed, reasoning, finish, raised = client_stream(proxy, "k3_direct", model=K3)
+    assert (streamed, reasoning, finish, raised) == (calls, "", "tool_calls", None)
 
 
 # -- unread markup, undeclared tools, forced tools -----------------------------------------

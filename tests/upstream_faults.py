@@ -54,6 +54,12 @@ CASES: dict[str, dict[str, Any]] = {row["name"]: row for row in [
      "content": "One moment.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
                 'search_files\n```json\n{"query": "cats"}\n```<｜tool▁call▁end｜>'
                 "<｜tool▁calls▁end｜>"},
+    {"name": "k3_direct", "model": "moonshotai/Kimi-K3",
+     "origin": "Kimi K3 grammar (as in fmt_kimi_k3) when the model skips its think section: "
+               "the prompt opened it, the output starts with the tools section",
+     "content": '<|open|>tools<|sep|><|open|>call tool="get_weather" index="0"<|sep|>'
+                '<|open|>argument key="city" type="string"<|sep|>Oslo<|close|>argument<|sep|>'
+                "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>"},
     {"name": "cohere", "origin": "Cohere Command A chat template (<|START_ACTION|> block)",
      "content": '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
                 '"parameters": {"city": "Oslo"}}\n]<|END_ACTION|>'},
