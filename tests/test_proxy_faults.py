@@ -272,3 +272,21 @@ def test_flagged_and_broken_answers_are_logged_with_request_id_model_reason(upst
     assert by_id[rid[2]]["reason"] == "truncated" and "truncated" in by_id[rid[2]]["codes"]
     assert rid[3] not in by_id  # an answer decoded as it came is not logged
     assert len([line for line in lines if line["request_id"] in rid]) == 3
+
+
+def test_an_answer_that_could_not_be_decoded_is_logged(upstream) -> None:
+    srv = ServeProcess("--upstream", upstream.url, "--workers", "1", "--timeout-ms", "1").start()
+    rid = uuid.uuid4().hex
+    try:
+        with pytest.raises(openai.APIStatusError) as info:
+            client(srv).chat.completions.create(
+                model="big-model", messages=ask("bigcall:3000000"), tools=TOOLS,
+                extra_headers={"x-request-id": rid})
+        code = info.value.response.headers["x-toolcodec-undecoded"]
+    finally:
+        srv.terminate()
+        out = srv.proc.stdout.read().decode()
+    lines = [json.loads(line[line.index("{"):]) for line in out.splitlines()
+             if '"proxy_answer"' in line]
+    assert [(x["request_id"], x["model"], x["reason"], x["stream"]) for x in lines] == [
+        (rid, "big-model", code, False)]
