@@ -290,3 +290,19 @@ def test_an_answer_that_could_not_be_decoded_is_logged(upstream) -> None:
              if '"proxy_answer"' in line]
     assert [(x["request_id"], x["model"], x["reason"], x["stream"]) for x in lines] == [
         (rid, "big-model", code, False)]
+
+
+@pytest.mark.parametrize("case", ["native_ok", "two_calls"])
+def test_a_stream_cut_inside_a_call_keeps_only_the_calls_that_closed(proxy, case) -> None:
+    """The stand-in's ``cut:`` streams stop half-way (a reset): inside native argument
+    fragments, or inside the second of two Hermes calls."""
+    events = sse(proxy, f"cut:{case}")
+    calls = [(t["function"]["name"], json.loads(t["function"]["arguments"]))
+             for d in deltas(events) for t in d.get("tool_calls") or []]
+    whole = client(proxy).chat.completions.create(model="m", messages=ask(case), tools=TOOLS)
+    made = [(t.function.name, json.loads(t.function.arguments))
+            for t in whole.choices[0].message.tool_calls]
+    assert calls == made[:len(calls)] and len(calls) < len(made)  # a prefix: closed ones only
+    assert [e["error"]["code"] for e in events if "error" in e] == ["upstream_stream_broken"]
+    assert [f["choices"][0]["finish_reason"] for f in finals(events)] == ["length"]
+    assert "<tool_call>" not in "".join(d.get("content") or "" for d in deltas(events))
