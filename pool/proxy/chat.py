@@ -321,8 +321,7 @@ class ChatProxy:
                 c["finish_reason"] = "length"
         # Each choice's finish_reason reaches the decoder: "length" means a cut call is no call.
         jobs = [self.pool.asubmit("decode", {
-            "message": c["message"], "tools": prepared.tools,
-            "options": prepared.options,
+            "message": c["message"], "tools": prepared.tools, "options": prepared.options,
             "finish_reason": _reason(c.get("finish_reason"))}) for c in choices]
         # One choice (nearly always): awaited as it is, without gather's task.
         envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)

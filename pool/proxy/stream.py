@@ -143,7 +143,8 @@ class Relay:
         yield DONE
 
     async def _read(self, queue: asyncio.Queue[Any], limit: int) -> None:
-        if "json" in self.response.headers.get("content-type", ""):
+        kind = self.response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind == "application/json":
             await self._read_whole(queue, limit)
             return
         done = finished = False
@@ -370,6 +371,6 @@ def whole_as_chunks(answer: dict[str, Any]) -> list[dict[str, Any]]:
         chunks.append({**head, "object": "chat.completion.chunk",
                        "choices": [{"index": index, "delta": {},
                                     "finish_reason": choice.get("finish_reason") or "stop"}]})
-    if answer.get("usage") is not None:
+    if chunks and answer.get("usage") is not None:
         chunks[-1]["usage"] = answer["usage"]
     return chunks
