@@ -134,6 +134,7 @@ _VALUE_OPEN = re.compile(r"<arg_value>|<parameter=")
 _VALUE_CLOSE = re.compile(r"</arg_value>|</parameter>")
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*')  # resumable: stops at '"', a cut escape
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
 _STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 _PY_STRUCT = re.compile(r'["\'{}\[\]]')
@@ -420,6 +421,7 @@ class _Open:
     row: Any = None  # think: its row of the reasoning table
     closer_at: int = -1  # think: where its first closer at or past ``scan`` is (-1: not known)
     closer: str = ""
+    sscan: int = -1  # tool_call: where the scan inside the open string at ``scan`` resumes
 
 
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
@@ -1115,6 +1117,11 @@ class Engine:
                 return None
             at = m.start()
             if text[at] == '"':
+                if not final:  # an open string is read on from where it stopped, not again
+                    end = _JSON_STRING_BODY.match(text, max(at + 1, cur.sscan)).end()
+                    if end == len(text) or text[end] != '"':
+                        cur.scan, cur.sscan = at, end
+                        return None
                 string = _JSON_STRING.match(text, at)
                 if string is None and not final:  # not closed yet: wait for more
                     cur.scan = at

@@ -21,6 +21,11 @@ INTERNAL_ERROR = "internal_error"
 BACKEND_UNAVAILABLE = "backend_unavailable"
 # A call the output was cut off in (finish_reason "length") before it closed: no call.
 TRUNCATED = "truncated"
+# Call markup the decoder did not read, left in the content (``toolcodec.unread_markup``).
+UNRECOGNISED_MARKUP = "unrecognised_markup"
+# The request forced a tool (``tool_choice`` "required" or a named function) and the answer
+# holds no call to it: set by the proxy, which knows the request.
+TOOL_CHOICE_UNMET = "tool_choice_unmet"
 
 ALL_CODES = frozenset(
     {
@@ -38,6 +43,8 @@ ALL_CODES = frozenset(
         INTERNAL_ERROR,
         BACKEND_UNAVAILABLE,
         TRUNCATED,
+        UNRECOGNISED_MARKUP,
+        TOOL_CHOICE_UNMET,
     }
 )
 

@@ -49,6 +49,7 @@ from toolcodec import native
 from toolcodec.engine import BlockReady
 from toolcodec.errors import BAD_REQUEST, INTERNAL_ERROR, CodecError
 from toolcodec.result import DecodeResult, Span, encodable_result
+from toolcodec.unread_markup import said
 
 Event = dict[str, Any]
 
@@ -162,6 +163,8 @@ class StreamDecoder:
             self._reasoning = (self._reasoning or []) + [reasoning]
             if reasoning:
                 events.append({"type": "reasoning", "text": reasoning})
+            if reasoning.strip() and not self._engine.text:
+                self._engine.current = None  # split off upstream: no prefill, as in decode
         calls = delta.get("tool_calls")
         if calls is not None:
             events += self._gather(calls)
@@ -204,7 +207,7 @@ class StreamDecoder:
         else:
             eng.finish(self._finish_reason)
             result = eng.result()
-        self._result = encodable_result(result)
+        self._result = encodable_result(said(result, self._finish_reason))  # as decode() does
         events = self._drain() + eng.native_events
         eng.native_events = []
         return events

@@ -66,6 +66,7 @@ from toolcodec.result import (
     encodable_result,
     unique_ids,
 )
+from toolcodec.unread_markup import said
 
 UNCLOSED = "json.unclosed"  # repair_json closed what the end of the text left open
 RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
@@ -175,9 +176,11 @@ class ToolCallCodec:
         """
         try:
             if isinstance(data, str):
-                return encodable_result(self._decode_text(data, finish_reason))
+                return encodable_result(said(self._decode_text(data, finish_reason),
+                                             finish_reason))
             if isinstance(data, dict):
-                return encodable_result(self._decode_message(data, finish_reason))
+                return encodable_result(said(self._decode_message(data, finish_reason),
+                                             finish_reason))
             error = CodecError(BAD_REQUEST, "decode() takes a str (model output) or a dict "
                                f"(assistant message), not {type(data).__name__}",
                                {"got": type(data).__name__})
@@ -500,6 +503,8 @@ class ToolCallCodec:
                         finish_reason: str | None = None) -> DecodeResult:
         msg = native.read_message(message)
         eng = self.engine(native=msg.has_calls)
+        if msg.reasoning and msg.reasoning.strip():  # split off upstream: content is no
+            eng.current = None  # reasoning the prompt opened (toolcodec.stream does the same)
         eng.feed(msg.content, last=True)
         eng.finish(finish_reason)
         return self.message_result(eng, msg)

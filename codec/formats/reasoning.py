@@ -77,7 +77,9 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
                     ("<|return|>", "<|end|>"), kind="content", format="harmony"),
     ReasoningFormat("apertus", ("<|inner_prefix|>",), ("<|inner_suffix|>",)),
     ReasoningFormat("gemma4", ("<|channel>thought",), ("<channel|>",)),
-    ReasoningFormat("kimi_k3", (_k3_open("think"),), (_k3_close("think"),), format="kimi_k3"),
+    # a model that skips thinking opens its tools section at once: that ends the prefill
+    ReasoningFormat("kimi_k3", (_k3_open("think"),), (_k3_close("think"),), format="kimi_k3",
+                    calls_end_prefill=((_k3_open("tools"), _k3_close("tools")),)),
 )
 
 # Structure that is neither content nor a call, and the call format it belongs to.

@@ -27,13 +27,21 @@ its worker) is never passed on as if decoded: a whole answer is a 503 with ``Ret
 the envelope's error; a stream says it in its final chunk (``toolcodec.undecoded``) and, when
 known before the first byte, in the ``x-toolcodec-undecoded`` header. Both are counted in
 ``toolcodec_proxy_undecoded_total{stream, reason}``, not as model errors.
+
+What was not made a call (markup the decoder does not read, an undeclared tool, a forced
+``tool_choice`` not met) is said in ``x-toolcodec-unrecognised`` (streams: the final chunk's
+``toolcodec.unrecognised``) and ``toolcodec_proxy_unrecognised_total{stream, what}``
+(``flags``); every answer not decoded, broken off, cut or flagged gets a log line
+(``answer_log``). A cut answer — ``finish_reason`` ``length``, ``usage`` reaching
+``max_tokens``, a broken stream — makes no call of the block it was cut in.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -41,6 +49,15 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from toolcodec import __version__
 from toolcodec.errors import ALL_CODES, BAD_REQUEST
 from toolcodec.pool.model_labels import MODEL_LABEL, format_label
+from toolcodec.pool.proxy.answer_log import AnswerLog, request_id
+from toolcodec.pool.proxy.flags import (
+    UNRECOGNISED_HEADER,
+    WHAT,
+    check_forced,
+    cut_by_usage,
+    unrecognised,
+    without_cut,
+)
 from toolcodec.pool.proxy.http_client import HTTPClient, HTTPError, Response
 from toolcodec.pool.proxy.message import openai_message, unrepaired_natives
 from toolcodec.pool.proxy.request import Prepared, prepare
@@ -93,9 +110,10 @@ class ProxyConfig:
 class ProxyMetrics:
     """``toolcodec_proxy_requests_total{stream, outcome}``,
     ``toolcodec_proxy_model_errors_total{code}`` (what the model got wrong and the proxy
-    could not repair) and ``toolcodec_proxy_undecoded_total{stream, reason}`` (answers, or
+    could not repair), ``toolcodec_proxy_undecoded_total{stream, reason}`` (answers, or
     streamed blocks, the proxy had no capacity to decode: overload, timeout, worker_lost,
-    error)."""
+    error) and ``toolcodec_proxy_unrecognised_total{stream, what}`` (answers holding what was
+    not made a call, by ``flags.WHAT``)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         registry = REGISTRY if registry is None else registry
@@ -114,6 +132,14 @@ class ProxyMetrics:
                                  "Answers (streams: blocks) the proxy could not decode for lack "
                                  "of capacity, by reason (overload, timeout, worker_lost, error).",
                                  ["stream", "reason"], registry=registry)
+        self.unrecognised = Counter("toolcodec_proxy_unrecognised_total",
+                                    "Answers holding what was not made a call, by what was seen: "
+                                    "call markup the decoder does not read (its family), a call "
+                                    "to an undeclared tool, a forced tool_choice not met.",
+                                    ["stream", "what"], registry=registry)
+        for stream in ("true", "false"):  # at 0 from the start, for rules and panels
+            for what in WHAT:
+                self.unrecognised.labels(stream, what)
 
         # Each request counts once: children kept here, not looked up by label values again.
         self._request_counts: dict[tuple[bool, str, str, str], Any] = {}
@@ -132,6 +158,10 @@ class ProxyMetrics:
                 self.model_errors.labels(code if code in ALL_CODES else "other", model,
                                          fmt).inc()
 
+    def count_unrecognised(self, stream: bool, whats: list[str]) -> None:
+        for what in whats:
+            self.unrecognised.labels(str(stream).lower(), what).inc()
+
     def count_undecoded(self, stream: bool, status: str | None) -> None:
         self.undecoded.labels(str(stream).lower(), UNDECODED_REASON.get(status or "", "error")
                               ).inc()
@@ -146,6 +176,7 @@ class ChatProxy:
         self.config, self.pool = config, pool
         self.models = models or ModelSettings()
         self.metrics = ProxyMetrics(registry)
+        self.log = AnswerLog()
         self.http = HTTPClient(config.base, connections=config.connections,
                                connect_timeout=config.connect_timeout,
                                read_timeout=config.read_timeout,
@@ -276,7 +307,8 @@ class ChatProxy:
                 if not prepared.decode:
                     self.metrics.count(False, "unchanged")
                     return 200, answer, {}
-                return await self._repair_answer(answer, prepared, headers)
+                return await self._repair_answer(answer, prepared, headers,
+                                                 _Seen(request_id(headers), body.get("model")))
         except TimeoutError:
             error = deadline_passed(self.config.deadline)
         except UpstreamError as exc:
@@ -285,9 +317,16 @@ class ChatProxy:
         return error.status, error.body(), error.headers
 
     async def _repair_answer(self, answer: dict[str, Any], prepared: Prepared,
-                             headers: dict[str, str]
+                             headers: dict[str, str], seen: _Seen
                              ) -> tuple[int, dict[str, Any], dict[str, str]]:
         choices = answer["choices"]
+        # usage reaching max_tokens means cut, whatever finish_reason says (some servers
+        # report "tool_calls" for a call the limit cut).
+        cut = cut_by_usage(answer.get("usage"), prepared.max_tokens, len(choices))
+        for c in choices:
+            if cut and c.get("finish_reason") != "length":
+                seen.truncated = True
+                c["finish_reason"] = "length"
         # Each choice's finish_reason reaches the decoder: "length" means a cut call is no call.
         jobs = [self.pool.asubmit("decode", {
             "message": c["message"], "tools": prepared.tools, "options": prepared.options,
@@ -297,26 +336,47 @@ class ChatProxy:
             envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
             span.results([e.get("result") for e in envelopes],
                           [c.get("finish_reason") for c in choices])
+        for envelope in envelopes:
+            if envelope.get("status") == "ok":
+                check_forced(envelope["result"], prepared.forced)
         reports = [_report(e) for e in envelopes]
         failed = [e for e in envelopes if e.get("status") != "ok"]
         if failed:
-            return self._undecoded(failed[0], reports)
+            return self._undecoded(failed[0], reports, seen)
         repairs: list[str] = []
+        whats: list[str] = []
+        nonce = secrets.token_hex(8)  # call ids unique per request, whatever upstream's id
         for choice, envelope in zip(choices, envelopes, strict=True):
             result = envelope["result"]
-            outcome, new = _rebuilt(choice["message"], result, str(answer.get("id", "")),
-                                    choice.get("index", 0))
+            outcome, new = _rebuilt(choice["message"], result, nonce, choice.get("index", 0))
             self.metrics.count(False, outcome, result)
             choice["message"] = new
             choice["finish_reason"] = _finish_reason(choice.get("finish_reason"),
                                                      bool(new.get("tool_calls")))
             repairs += result.get("repairs") or []
+            whats += [w for w in unrecognised(result) if w not in whats]
+            seen.codes += [e.get("code") for e in result.get("errors") or ()]
         repairs = list(dict.fromkeys(repairs))
         if headers.get(REPORT_HEADER) == "1":
             answer["toolcodec"] = reports
-        return 200, answer, ({REPAIRS_HEADER: ",".join(repairs)} if repairs else {})
+        extra = {REPAIRS_HEADER: ",".join(repairs)} if repairs else {}
+        if whats:
+            extra[UNRECOGNISED_HEADER] = ",".join(whats)
+        self.metrics.count_unrecognised(False, whats)
+        self.said(seen, False, whats)
+        return 200, answer, extra
 
-    def _undecoded(self, envelope: dict[str, Any], reports: list[dict[str, Any]]
+    def said(self, seen: _Seen, stream: bool, whats: list[str],
+             reason: str | None = None) -> None:
+        """The log line of an answer that was flagged, cut, or not decoded (none otherwise)."""
+        reason = reason or ("unrecognised" if whats else "truncated" if seen.truncated
+                            else None)
+        if reason is not None:
+            self.log.answer(request_id=seen.request_id, model=seen.model, stream=stream,
+                            reason=reason, codes=[c for c in seen.codes if isinstance(c, str)],
+                            unrecognised=whats)
+
+    def _undecoded(self, envelope: dict[str, Any], reports: list[dict[str, Any]], seen: _Seen
                    ) -> tuple[int, dict[str, Any], dict[str, str]]:
         """A whole answer that could not be decoded: never relayed as if it had been."""
         error = envelope.get("error") or {}
@@ -327,6 +387,7 @@ class ChatProxy:
             return 400, invalid_request(error.get("message") or "bad request", code), {}
         self.metrics.count(False, "undecoded")
         self.metrics.count_undecoded(False, status)
+        self.said(seen, False, [], reason=str(code))
         body = {"error": {"message": "the model's answer could not be decoded: "
                           f"{error.get('message') or status}", "type": "toolcodec_unavailable",
                           "code": code}, "toolcodec": reports}
@@ -364,7 +425,7 @@ class ChatProxy:
         from toolcodec.pool.proxy.stream import Relay
 
         return 200, Relay(self, response, prepared, headers.get(REPORT_HEADER) == "1",
-                          until), {}
+                          until, _Seen(request_id(headers), body.get("model"))), {}
 
     def decoder_for(self, prepared: Prepared) -> Any:
         """A stream decoder for the request's tools and options (``None`` when unusable)."""
@@ -375,6 +436,16 @@ class ChatProxy:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What the log line of one request needs."""
+
+    request_id: str
+    model: Any
+    truncated: bool = False  # cut by the length limit, known from usage alone
+    codes: list[Any] = field(default_factory=list)  # the decode results' error codes
 
 
 def _tools_problem(prepared: Prepared) -> str | None:
@@ -389,10 +460,11 @@ def _tools_problem(prepared: Prepared) -> str | None:
     return None
 
 
-def _rebuilt(message: dict[str, Any], result: dict[str, Any], response_id: str,
+def _rebuilt(message: dict[str, Any], result: dict[str, Any], nonce: str,
              choice_index: int) -> tuple[str, dict[str, Any]]:
     """(outcome, the new message)."""
-    new = openai_message(result, f"{response_id}:{choice_index}")
+    new = openai_message(result, f"{nonce}:{choice_index}")
+    new["content"] = without_cut(new["content"], result)  # a cut call's markup is not shown
     kept = unrepaired_natives(result, message.get("tool_calls"))
     if kept:  # broken native calls go on as the model wrote them, after the repaired ones
         new["tool_calls"] = new.get("tool_calls", []) + kept

@@ -8,9 +8,10 @@ from typing import Any
 import orjson
 
 
-def call_id(response_id: str, index: int) -> str:
-    """A tool-call id that is the same for the streamed and the whole answer."""
-    digest = hashlib.blake2b(f"{response_id}:{index}".encode(), digest_size=12).hexdigest()
+def call_id(seed: str, index: int) -> str:
+    """The id of call *index* of an answer; *seed* is random per request and choice, so that
+    ids are unique per call (never derived from the upstream's answer id alone)."""
+    digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=12).hexdigest()
     return f"call_{digest}"
 
 

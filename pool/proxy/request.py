@@ -5,6 +5,8 @@ and never goes upstream. ``tool_choice`` narrows what may be decoded: ``"none"``
 out of text (the answer is relayed as upstream wrote it), a forced function
 (``{"type": "function", "function": {"name": N}}``) accepts only calls to ``N`` — a call to any
 other tool is an ``unknown_tool`` error and its text stays content, as ``decode`` keeps it.
+A forced choice (``"required"`` or a function) answered without that call is flagged
+(``flags.tool_choice_unmet``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ class Prepared:
     tools: list[dict[str, Any]]  # the tools calls may name (narrowed by tool_choice)
     options: dict[str, Any]  # codec options, JSON (a decode job's ``options``)
     decode: bool  # False with tool_choice "none": relay the answer as upstream wrote it
+    # tool_choice "required" or the forced function's name: an answer without a call to it
+    # is flagged (tool_choice_unmet)
+    forced: str | None = None
+    # max_completion_tokens (else max_tokens): usage.completion_tokens reaching it means cut
+    max_tokens: int | None = None
 
 
 def prepare(body: dict[str, Any], models: ModelSettings) -> Prepared:
@@ -34,8 +41,11 @@ def prepare(body: dict[str, Any], models: ModelSettings) -> Prepared:
     note_request(models, body.get("model"), body.get(OVERRIDE_FIELD))  # labels, log context
     tools = body.get("tools") or []
     choice = body.get("tool_choice")
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 \
+        else None
     if choice == "none":
-        return Prepared(upstream, [], options, False)
+        return Prepared(upstream, [], options, False, max_tokens=max_tokens)
     if isinstance(choice, dict):
         name = (choice.get("function") or {}).get("name") if isinstance(
             choice.get("function"), dict) else None
@@ -48,7 +58,9 @@ def prepare(body: dict[str, Any], models: ModelSettings) -> Prepared:
     elif choice not in (None, "auto", "required"):
         raise SettingsError("tool_choice must be \"none\", \"auto\", \"required\" or a forced "
                             "function")
-    return Prepared(upstream, tools, options, True)
+    forced = name if isinstance(choice, dict) else ("required" if choice == "required" and tools
+                                                     else None)
+    return Prepared(upstream, tools, options, True, forced, max_tokens)
 
 
 def _tool_name(tool: Any) -> Any:

@@ -14,20 +14,28 @@ passes), what the decoders still hold is released, then an error chunk is sent. 
 decoder had no capacity for are released as content and named in the final chunk's
 ``toolcodec.undecoded`` (and in the ``x-toolcodec-undecoded`` header when known before the
 first byte).
+
+A broken stream (reset, bad framing, a chunk that is not JSON, a body that ends before the
+stream does) is a cut answer: the decoders are closed with ``length``, so a block that had
+not closed is no call, and its markup is not sent as content. A whole JSON answer to the
+stream request is relayed as the stream it stands for (``whole_as_chunks``), decoded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
+from toolcodec.errors import TRUNCATED
 from toolcodec.openai_chunks import ChunkWriter
+from toolcodec.pool.proxy.flags import check_forced, cut_by_usage, unrecognised
 from toolcodec.pool.proxy.http_client import HTTPError, Response
 from toolcodec.pool.proxy.message import call_id, unrepaired_natives
-from toolcodec.pool.proxy.upstream import UpstreamError, sse_data
+from toolcodec.pool.proxy.upstream import UpstreamError, read_body, shape_problem, sse_data
 
 DONE = b"data: [DONE]\n\n"
 HEARTBEAT = b": keep-alive\n\n"
@@ -44,12 +52,13 @@ def _sse(body: dict[str, Any]) -> bytes:
 class _Choice:
     """One choice of the stream: its decoder, its chunk writer, what upstream said of it."""
 
-    def __init__(self, index: int, decoder: Any, head: dict[str, Any], response_id: str) -> None:
+    def __init__(self, index: int, decoder: Any, head: dict[str, Any], nonce: str) -> None:
         self.index, self.decoder = index, decoder
         self.writer = ChunkWriter(head["id"], head["model"], head["created"], choice=index,
-                                  call_id=lambda _e, n: call_id(f"{response_id}:{index}", n))
+                                  call_id=lambda _e, n: call_id(f"{nonce}:{index}", n))
         self.finish: str | None = None
         self.logprobs: list[Any] = []  # upstream logprobs not yet sent with a chunk
+        self.hide: str | None = None  # the start of a cut call's markup, not sent as content
 
     def take_logprobs(self) -> dict[str, Any] | None:
         if not self.logprobs:
@@ -63,9 +72,10 @@ class Relay:
     """The client's SSE bytes for one upstream stream; iterate it once."""
 
     def __init__(self, proxy: Any, response: Response, prepared: Any, report: bool,
-                 until: float) -> None:
+                 until: float, seen: Any) -> None:
         self.proxy, self.response, self.prepared = proxy, response, prepared
-        self.report, self.until = report, until
+        self.report, self.until, self.seen = report, until, seen
+        self.nonce = secrets.token_hex(8)  # call ids unique per request
         self.head: dict[str, Any] = {"id": "", "model": "", "created": int(time.time())}
         self.fingerprint: Any = None
         self.usage: Any = None
@@ -133,11 +143,17 @@ class Relay:
         yield DONE
 
     async def _read(self, queue: asyncio.Queue[Any], limit: int) -> None:
+        kind = self.response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind == "application/json":
+            await self._read_whole(queue, limit)
+            return
+        done = finished = False
         try:
             async for data in sse_data(self.response, limit):
                 if not data:
                     continue
                 if data == "[DONE]":
+                    done = True
                     break
                 try:
                     chunk = orjson.loads(data)
@@ -146,6 +162,7 @@ class Relay:
                                      "the model server sent a chunk that is not JSON"))
                     return
                 if isinstance(chunk, dict):
+                    finished = finished or _finishes(chunk)
                     await queue.put(chunk)
         except HTTPError as exc:
             await queue.put(("upstream_stream_broken",
@@ -154,6 +171,30 @@ class Relay:
         except UpstreamError as exc:
             await queue.put((exc.code, str(exc)))
             return
+        if not done and not finished:
+            # the body ended cleanly, but the stream had not: neither [DONE] nor a finish_reason
+            await queue.put(("upstream_stream_broken", "the model server's stream ended "
+                             "without a finish_reason or [DONE]"))
+            return
+        await queue.put(_END)
+
+    async def _read_whole(self, queue: asyncio.Queue[Any], limit: int) -> None:
+        """A whole JSON answer to a stream request: relayed as the stream it stands for
+        (decoded like any), or an error if it is no chat completion."""
+        try:
+            answer = orjson.loads(await read_body(self.response, limit))
+        except (HTTPError, UpstreamError, orjson.JSONDecodeError) as exc:
+            code = exc.code if isinstance(exc, UpstreamError) else "upstream_bad_chunk"
+            await queue.put((code, "the model server answered the stream request with a body "
+                             f"that could not be read as JSON ({type(exc).__name__})"))
+            return
+        problem = shape_problem(answer)
+        if problem is not None:
+            await queue.put(("bad_upstream", "the model server answered the stream request "
+                             f"with JSON that is not a chat completion: {problem}"))
+            return
+        for chunk in whole_as_chunks(answer):
+            await queue.put(chunk)
         await queue.put(_END)
 
     # -- chunks -----------------------------------------------------------------------------
@@ -198,12 +239,19 @@ class Relay:
             decoder = self.proxy.decoder_for(self.prepared)
             if decoder is None:
                 return None
-            state = self.choices[index] = _Choice(index, decoder, self.head, self.head["id"])
+            state = self.choices[index] = _Choice(index, decoder, self.head, self.nonce)
         return state
 
     def _out(self, state: _Choice, events: list[dict[str, Any]]) -> list[bytes]:
         out = []
         for event in events:
+            if event.get("type") == "error" and event["error"].get("code") == TRUNCATED:
+                raw = event["error"].get("raw")
+                state.hide = raw.removesuffix("…") if isinstance(raw, str) else None
+            elif state.hide is not None and event.get("type") == "content":
+                hide, state.hide = state.hide, None
+                if event.get("text", "").startswith(hide):  # the cut call's own markup
+                    continue
             chunk = state.writer.chunk(event)
             if chunk is not None:
                 out.append(self._dress(state, chunk))
@@ -227,11 +275,21 @@ class Relay:
         finals: list[tuple[_Choice, dict[str, Any]]] = []
         if self.prepared.decode and not self.choices:
             self._choice(0)  # upstream sent no choice: the client still gets a final chunk
+        # A broken stream is a cut answer; so is one whose usage reached max_tokens.
+        cut = self.failure is not None or cut_by_usage(self.usage, self.prepared.max_tokens,
+                                                       len(self.choices))
+        whats: list[str] = []
         for index in sorted(self.choices):
             state = self.choices[index]
+            if cut and state.finish != "length":
+                self.seen.truncated = self.failure is None
+                state.finish = "length"
             # The upstream's finish_reason for this choice: "length" makes a cut block no call.
             out += self._out(state, await state.decoder.close(state.finish))
             result = state.decoder.result().to_dict()
+            check_forced(result, self.prepared.forced)
+            whats += [w for w in unrecognised(result) if w not in whats]
+            self.seen.codes += [e.get("code") for e in result.get("errors") or ()]
             for native in unrepaired_natives(result, state.decoder.assembled_message()
                                              .get("tool_calls")):
                 out.append(self._dress(state, state.writer.raw_call(native)))
@@ -248,12 +306,25 @@ class Relay:
             field: dict[str, Any] = {}
             if state.decoder.undecoded:
                 field["undecoded"] = state.decoder.undecoded
+            said = unrecognised(result)
+            if said:
+                field["unrecognised"] = said
             if self.report:
                 field.update({"status": "ok", **result})
             if field:
                 extra["toolcodec"] = field
             out.append(self._dress(state, state.writer.final(state.finish, **extra)))
+        self._said(whats)
         return out
+
+    def _said(self, whats: list[str]) -> None:
+        metrics, proxy = self.proxy.metrics, self.proxy
+        metrics.count_unrecognised(True, whats)
+        undecoded = self.undecoded
+        reason = (self.failure[0] if self.failure is not None
+                  else str(undecoded[0].get("code") or undecoded[0].get("status"))
+                  if undecoded else None)
+        proxy.said(self.seen, True, whats, reason=reason)
 
     def _count(self, state: _Choice, result: dict[str, Any]) -> None:
         metrics = self.proxy.metrics
@@ -268,3 +339,38 @@ class Relay:
         else:
             outcome = "repaired" if result["repairs"] or result["calls"] else "unchanged"
         metrics.count(True, outcome, result)
+
+
+def _finishes(chunk: dict[str, Any]) -> bool:
+    """Whether *chunk* ends a choice (has a finish_reason)."""
+    choices = chunk.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(c, dict) and c.get("finish_reason") for c in choices)
+
+
+def whole_as_chunks(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """A whole chat completion as the chunks of its stream: per choice one delta with all of
+    its message, then its finish_reason; ``usage`` on the last."""
+    head = {k: answer[k] for k in ("id", "model", "created", "system_fingerprint")
+            if k in answer}
+    chunks = []
+    for n, choice in enumerate(answer["choices"]):
+        index = choice.get("index", n)
+        message = choice.get("message") or {}
+        delta = {"role": "assistant", "content": message.get("content") or ""}
+        for key in ("reasoning_content", "reasoning"):
+            if isinstance(message.get(key), str):
+                delta[key] = message[key]
+                break
+        calls = message.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            delta["tool_calls"] = [{**c, "index": i} for i, c in enumerate(calls)
+                                   if isinstance(c, dict)]
+        chunks.append({**head, "object": "chat.completion.chunk",
+                       "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
+        chunks.append({**head, "object": "chat.completion.chunk",
+                       "choices": [{"index": index, "delta": {},
+                                    "finish_reason": choice.get("finish_reason") or "stop"}]})
+    if chunks and answer.get("usage") is not None:
+        chunks[-1]["usage"] = answer["usage"]
+    return chunks

@@ -1,0 +1,80 @@
+"""One structured log line for every answer the proxy could not decode or flagged.
+
+The line is a JSON object on the ``toolcodec.proxy`` logger (level WARNING), written the way
+the per-job lines are (``toolcodec.worker.joblog``), and its fields also ride on the record
+(``record.toolcodec``) for a handler that formats them itself::
+
+    {"event": "proxy_answer", "request_id": "…", "model": "m", "stream": true,
+     "reason": "upstream_stream_broken", "codes": ["truncated"], "unrecognised": []}
+
+``reason`` is why the answer is logged: a capacity failure (``timeout``, ``rejected``,
+``worker_lost``, …), an upstream failure mid-stream (``upstream_stream_broken``, …),
+``truncated`` (cut by the length limit, seen in ``usage``), or ``unrecognised`` (markup not
+read, an undeclared tool, a forced tool choice not met; named in ``unrecognised``). No
+content is ever written. At most ``TOOLCODEC_LOG_MAX_PER_S`` lines (default 50) are written
+per second; the next line says how many were left out (``suppressed``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+log = logging.getLogger("toolcodec.proxy")
+
+ENV_MAX_PER_S = "TOOLCODEC_LOG_MAX_PER_S"
+
+
+def request_id(headers: dict[str, str]) -> str:
+    """The client's ``X-Request-Id``, else a new one."""
+    given = headers.get("x-request-id")
+    return given[:128] if given else uuid.uuid4().hex
+
+
+class AnswerLog:
+    """Writes the lines; one per proxy."""
+
+    def __init__(self, max_per_s: float | None = None) -> None:
+        if max_per_s is None:
+            try:
+                max_per_s = float(os.environ.get(ENV_MAX_PER_S, 50))
+            except ValueError:
+                max_per_s = 50.0
+        self.max_per_s = max_per_s
+        self._lock = threading.Lock()
+        self._second = self._written = self._suppressed = 0
+
+    def answer(self, *, request_id: str, model: Any, stream: bool, reason: str,
+               codes: list[str] | tuple[str, ...] = (),
+               unrecognised: list[str] | tuple[str, ...] = ()) -> dict[str, Any] | None:
+        """Log one answer; returns the fields written (None when over the rate)."""
+        suppressed = self._admit()
+        if suppressed is None:
+            return None
+        line: dict[str, Any] = {
+            "event": "proxy_answer", "request_id": request_id,
+            "model": model if isinstance(model, str) else None, "stream": stream,
+            "reason": reason, "codes": list(dict.fromkeys(codes)),
+            "unrecognised": list(unrecognised)}
+        if suppressed:
+            line["suppressed"] = suppressed
+        log.warning("%s", orjson.dumps(line).decode(), extra={"toolcodec": line})
+        return line
+
+    def _admit(self) -> int | None:
+        now = int(time.monotonic())
+        with self._lock:
+            if now != self._second:
+                self._second, self._written = now, 0
+            if self._written >= self.max_per_s:
+                self._suppressed += 1
+                return None
+            self._written += 1
+            suppressed, self._suppressed = self._suppressed, 0
+            return suppressed
