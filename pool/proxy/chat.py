@@ -46,6 +46,7 @@ from toolcodec.pool.proxy.request import Prepared, prepare
 from toolcodec.pool.proxy.settings import ModelSettings, SettingsError
 from toolcodec.pool.proxy.upstream import (
     UpstreamError,
+    Upstreams,
     deadline_passed,
     failure,
     forwarded,
@@ -138,14 +139,20 @@ class ChatProxy:
         self.config, self.pool = config, pool
         self.models = models or ModelSettings()
         self.metrics = ProxyMetrics(registry)
-        self.http = HTTPClient(config.base, connections=config.connections,
-                               connect_timeout=config.connect_timeout,
-                               read_timeout=config.read_timeout,
-                               pool_timeout=config.pool_timeout,
-                               user_agent=f"toolcodec/{__version__}")
+        self.http = self._connect(config.base)
+        # A model's config entry may name its own model server (several upstreams).
+        self.upstreams = Upstreams(self.http, config.api_key, self.models, self._connect)
+
+    def _connect(self, base: str) -> HTTPClient:
+        config = self.config
+        return HTTPClient(base, connections=config.connections,
+                          connect_timeout=config.connect_timeout,
+                          read_timeout=config.read_timeout, pool_timeout=config.pool_timeout,
+                          user_agent=f"toolcodec/{__version__}")
 
     async def aclose(self) -> None:
         await self.http.aclose()
+        await self.upstreams.aclose()
 
     # -- upstream ---------------------------------------------------------------------------
 
@@ -163,10 +170,12 @@ class ChatProxy:
         return tools_as_system_prompt(body)
 
     def _chat_request(self, prepared: Prepared, incoming: dict[str, str]
-                      ) -> tuple[dict[str, str], bytes]:
-        """The upstream chat completion's headers and body, for a whole answer or a stream."""
-        return (self.upstream_headers(incoming, json=True),
-                orjson.dumps(self.upstream_body(prepared.upstream)))
+                      ) -> tuple[HTTPClient, dict[str, str], bytes]:
+        """The model's upstream, and the chat completion's headers and body."""
+        http, key = self.upstreams.pick(prepared.upstream.get("model"))
+        headers = forwarded(incoming, key)
+        headers["content-type"] = "application/json"
+        return http, headers, orjson.dumps(self.upstream_body(prepared.upstream))
 
     async def models_list(self, headers: dict[str, str]) -> tuple[int, bytes, str]:
         """``GET /v1/models`` passed through: (status, body, content type)."""
@@ -216,9 +225,10 @@ class ChatProxy:
         return response.status_code, {"content-type": kind}, relay()
 
     async def _whole(self, method: str, path: str, headers: dict[str, str],
-                     content: bytes = b"") -> tuple[Response, bytes]:
+                     content: bytes = b"", http: HTTPClient | None = None
+                     ) -> tuple[Response, bytes]:
         """An upstream answer and its whole body, read up to the size cap."""
-        response = await self.http.request(method, path, headers, content)
+        response = await (http or self.http).request(method, path, headers, content)
         try:
             return response, await read_body(response, self.config.max_upstream_body)
         finally:
@@ -227,8 +237,8 @@ class ChatProxy:
     async def _post(self, prepared: Prepared, headers: dict[str, str]) -> dict[str, Any]:
         """The upstream's whole answer, checked (``UpstreamError`` otherwise)."""
         try:
-            response, content = await self._whole("POST", "/chat/completions",
-                                                  *self._chat_request(prepared, headers))
+            http, sent, body = self._chat_request(prepared, headers)
+            response, content = await self._whole("POST", "/chat/completions", sent, body, http)
         except HTTPError as exc:
             raise failure(exc) from None
         answer = _json_or_none(content)
@@ -332,8 +342,8 @@ class ChatProxy:
         until = asyncio.get_running_loop().time() + self.config.deadline
         try:
             async with asyncio.timeout_at(until):
-                response = await self.http.request("POST", "/chat/completions",
-                                                   *self._chat_request(prepared, headers))
+                http, sent, content = self._chat_request(prepared, headers)
+                response = await http.request("POST", "/chat/completions", sent, content)
         except (TimeoutError, HTTPError) as exc:
             self.metrics.count(True, "upstream_error")
             error = failure(exc) if isinstance(exc, HTTPError) else \
