@@ -73,6 +73,8 @@ def test_the_wheel_carries_every_subpackage_and_the_type_marker(installed: Path)
     for sub in ("formats", "kindaxml", "worker", "pool", "pool/service", "pool/proxy",
                 "pool/bench"):
         assert (pkg / sub / "__init__.py").is_file(), sub
+    # toolcodec demo-upstream's recorded outputs are package data
+    assert (pkg / "pool" / "proxy" / "demo_outputs.jsonl").is_file()
 
 
 def test_the_installed_package_imports_and_reports_its_version(installed: Path,
@@ -84,6 +86,8 @@ def test_the_installed_package_imports_and_reports_its_version(installed: Path,
             f"suite = {suite_site_packages()!r}\n"
             "assert all(m.__file__.startswith(tuple(suite)) for m in (orjson, starlette)), "
             "(orjson.__file__, suite)\n"
+            "from toolcodec.pool.proxy.demo_upstream import DEFAULT, recorded_outputs\n"
+            "assert DEFAULT in recorded_outputs()\n"
             "print(toolcodec.__version__)\n")
     # From an empty folder, so the checkout's own folders are not on sys.path.
     out = subprocess.run([str(installed / "bin" / "python"), "-c", code], cwd=tmp_path,
