@@ -273,3 +273,9 @@ def test_a_streamed_block_that_could_not_be_decoded_is_named_in_message_delta(st
     assert text.startswith("<tool_call>")  # released as text: not lost, not a call
     assert not any(e["type"] == "content_block_start"
                    and e["content_block"]["type"] == "tool_use" for e in events)
+
+
+def test_the_route_is_counted_under_its_own_name(proxy) -> None:
+    whole(proxy, "prose")
+    text = httpx.get(proxy.url + "/metrics").text
+    assert 'toolcodec_http_requests_total{code="200",route="/v1/messages"}' in text

@@ -7,7 +7,8 @@ them); the assistant message that comes back is decoded with the request's own `
 calls found in the text or in broken native ``tool_calls`` become proper ``tool_calls`` (ids,
 JSON-string arguments, ``finish_reason: "tool_calls"``), the content is what remains, and
 ``<think>`` goes to ``reasoning_content``. ``GET /v1/models`` is passed through, and so are
-``/v1/completions``, ``/v1/responses``, ``/v1/embeddings`` and ``/v1/moderations`` (unchanged).
+``/v1/completions``, ``/v1/embeddings`` and ``/v1/moderations`` (unchanged); ``/v1/messages``
+and ``/v1/responses`` are translated to this route (``translated``).
 
 Decoder options come per model (``settings``: presets, a config file, flags) and from the
 request's ``"toolcodec"`` field, which never goes upstream (``request``).
