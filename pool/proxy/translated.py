@@ -10,6 +10,7 @@ SSE events); an error answer keeps its status and headers (``x-toolcodec-undecod
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +49,18 @@ class _Translated:
         return self.relay.undecoded
 
     def __aiter__(self) -> AsyncIterator[bytes]:
-        return self.shape.stream(aiter(self.relay), self.request)
+        return self._run()
+
+    async def _run(self) -> AsyncIterator[bytes]:
+        # Both generators closed here, at once, when the client goes away: the relay's close
+        # ends the upstream stream (not left to the garbage collector).
+        parts = aiter(self.relay)
+        try:
+            async with contextlib.aclosing(self.shape.stream(parts, self.request)) as events:
+                async for out in events:
+                    yield out
+        finally:
+            await parts.aclose()
 
 
 class TranslatedEndpoint:
