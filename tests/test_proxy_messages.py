@@ -9,6 +9,7 @@ shape. Each test compares with what the chat route answers for the same recorded
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import anthropic
@@ -279,3 +280,26 @@ def test_the_route_is_counted_under_its_own_name(proxy) -> None:
     whole(proxy, "prose")
     text = httpx.get(proxy.url + "/metrics").text
     assert 'toolcodec_http_requests_total{code="200",route="/v1/messages"}' in text
+
+
+def test_streamed_usage_comes_with_message_delta() -> None:
+    head = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant",
+                                                          "content": "hi"}}]},
+              {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+               "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}]
+
+    async def parts():
+        for chunk in chunks:
+            yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        yield b"data: [DONE]\n\n"
+
+    async def collect():
+        return b"".join([part async for part in messages.stream(parts(), {"model": "m"})])
+
+    events = [json.loads(e.split("\n")[1].removeprefix("data: "))
+              for e in asyncio.run(collect()).decode().strip().split("\n\n")]
+    delta = next(e for e in events if e["type"] == "message_delta")
+    assert delta["usage"] == {"input_tokens": 7, "output_tokens": 3}
+    assert delta["delta"]["stop_reason"] == "max_tokens"
+    assert [e["type"] for e in events][-1] == "message_stop"

@@ -360,7 +360,7 @@ async def stream(parts: AsyncIterator[bytes], request: dict[str, Any]
     out += start() + close_block()
     stop_reason, sequence = _stop(reader.finish, None, None, tool_uses > 0)
     delta: dict[str, Any] = {"delta": {"stop_reason": stop_reason, "stop_sequence": sequence},
-                             "usage": {"output_tokens": _usage(reader.usage)["output_tokens"]}}
+                             "usage": _usage(reader.usage)}  # known at the end only
     field = dict(reader.toolcodec or {})
     if unsent:
         field["unsent_calls"] = unsent
