@@ -179,6 +179,11 @@ def serve(host: str, port: int, default: str = DEFAULT) -> int:
                       f"http://{host}:{port}/v1 (default {default!r}; no model runs)",
                       flush=True)
 
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            # uvicorn re-raises the signal after shutting down; stopped on request is exit 0
+            self._captured_signals.clear()
+
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             lifespan="off")
     server = _Server(config)
