@@ -4,6 +4,7 @@ run as a user runs it, and the proxy in front of it."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -119,3 +120,9 @@ def test_a_busy_port_is_an_error_not_a_silent_exit() -> None:
                               "--port", str(busy.getsockname()[1])], capture_output=True,
                              text=True, timeout=120)
     assert run.returncode != 0 and "address already in use" in run.stderr.lower()
+
+
+def test_stopped_by_sigterm_it_exits_0() -> None:
+    server = DemoProcess().start()  # the README's blocks end with "kill; wait"
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(60) == 0
