@@ -248,7 +248,8 @@ def _serve_parser(sub: Any) -> None:
                        help="on SIGTERM, how long /readyz fails while requests are still "
                             "served, before the socket closes (default: 5; 0: close at once)")
     serve.add_argument("--upstream", default=None, metavar="URL",
-                       help="model server to proxy /v1/chat/completions and /v1/models to")
+                       help="model server to proxy /v1/chat/completions (and /v1/messages, "
+                       "/v1/responses, translated to it) and /v1/models to")
     serve.add_argument("--upstream-key-env", default=None, metavar="VAR",
                        help="environment variable holding the upstream API key")
     serve.add_argument("--upstream-timeout-s", type=float, default=300.0,
@@ -266,6 +267,9 @@ def _serve_parser(sub: Any) -> None:
     serve.add_argument("--model-options", action="append", default=[], metavar="PATTERN=JSON",
                        help="decoder options (JSON object) for a model name or pattern, e.g. "
                        "'my-model={\"starts_in_reasoning\": true}' (repeatable)")
+    serve.add_argument("--model-upstream", action="append", default=[], metavar="PATTERN=URL",
+                       help="send the requests for a model name or fnmatch pattern to this "
+                       "model server instead of --upstream (repeatable)")
     serve.add_argument("--upstream-connections", type=_bounded_int(1, 100_000), default=512,
                        help="connections to the model server at most (default: 512)")
     serve.add_argument("--upstream-pool-timeout-s", type=float, default=5.0,
@@ -318,7 +322,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         models = ModelSettings.build(file=args.proxy_config, preset=args.preset,
                                      model_presets=args.model_preset,
-                                     model_options=args.model_options)
+                                     model_options=args.model_options,
+                                     model_upstreams=args.model_upstream)
     except (OSError, SettingsError) as exc:
         raise CliError(str(exc)) from None
     proxy = {"connections": args.upstream_connections,
@@ -337,6 +342,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                            max_header_bytes=args.max_header_bytes,
                            shutdown_delay_s=args.shutdown_delay_s,
                            log_format=args.log_format, access_log=args.access_log))
+
+
+def _cmd_demo_upstream(args: argparse.Namespace) -> int:
+    from toolcodec.pool.proxy import demo_upstream
+
+    outputs = demo_upstream.recorded_outputs()
+    if args.list:
+        for row in outputs.values():
+            print(json.dumps({k: row.get(k) for k in ("name", "origin", "model")},
+                             ensure_ascii=False))
+        return 0
+    default = args.default or demo_upstream.DEFAULT
+    if default not in outputs:
+        raise CliError(f"--default: no recorded output {default!r}; see --list")
+    return demo_upstream.serve(args.host, args.port, default)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -388,6 +408,16 @@ def build_parser() -> argparse.ArgumentParser:
                              "text)")
 
     _serve_parser(sub)
+    demo = sub.add_parser("demo-upstream", help="serve recorded model outputs as an "
+                          "OpenAI-compatible stand-in model server, to try the proxy")
+    demo.add_argument("--host", default="127.0.0.1", help="address to listen on "
+                      "(default: 127.0.0.1)")
+    demo.add_argument("--port", type=PORT, default=8000, help="port to listen on (default: 8000)")
+    demo.add_argument("--default", default=None, metavar="NAME",
+                      help="the recorded output that answers a request naming none "
+                      "(default: qwen3-hermes-broken; --list shows them)")
+    demo.add_argument("--list", action="store_true",
+                      help="print the recorded outputs (name, origin, model) and exit")
     from toolcodec.pool.bench.cli import add_parser as add_bench_parser
 
     add_bench_parser(sub)
@@ -446,7 +476,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # name the sub-command whose arguments these are, not the top-level program
         _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     handlers = {"decode": _cmd_decode, "repair": _cmd_repair, "worker": _cmd_worker,
-                "serve": _cmd_serve, "bench": _cmd_bench}
+                "serve": _cmd_serve, "bench": _cmd_bench,
+                "demo-upstream": _cmd_demo_upstream}
     try:
         return handlers[args.command](args)
     except CliError as exc:

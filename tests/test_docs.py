@@ -15,9 +15,11 @@
 - A block whose fence says ``norun`` (```bash norun) is not run; the block must say why in a
   comment on its first line (it needs a cluster, a Docker engine, or runs for minutes).
 
-The model server the examples talk to (``http://127.0.0.1:8000/v1``, as written) is a
-STAND-IN that replays recorded outputs (``tests/upstream_standin.py``): no model runs here.
-The examples' ports (8000, 8080) must be free; the test fails loudly when they are not.
+The model server the examples talk to is ``toolcodec demo-upstream``, the shipped STAND-IN
+that replays recorded outputs: no model runs here. Bash examples start their own (and stop
+it); Python examples read its URL from ``MODEL_URL``. The examples' ports are variables
+(``MODEL_PORT``, ``PORT``; 8000 and 8080 by default): the test gives them free ports, so it
+passes with a model server, or anything else, on 8000 and 8080.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,13 +38,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.upstream_standin import Standin
+from tests.demo_process import DemoProcess
+from tests.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.DOTALL | re.MULTILINE)
-EXAMPLE_PORTS = (8000, 8080)
 TEST_COMMAND = "python3 -m pip install -e '.[test]' && python3 -m pytest"
+# The examples' `toolcodec` and `python3` are the suite's own (its virtualenv's bin first),
+# whether or not that virtualenv is activated.
+SUITE_PATH = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
 @dataclass(frozen=True)
@@ -95,21 +100,9 @@ def run_python(code: str, namespace: dict[str, object], where: str) -> None:
             exec(compile(ast.Module([stmt], []), where, "exec"), namespace)
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def model_server():
-    busy = [p for p in EXAMPLE_PORTS if not _port_free(p)]
-    assert not busy, f"the documented examples use ports {EXAMPLE_PORTS}; {busy} in use here"
-    server = Standin(port=8000, default_case="hermes_broken").start()
+    server = DemoProcess().start()
     yield server
     server.stop()
 
@@ -120,7 +113,7 @@ def run_bash(block: Block, tmp: Path) -> str:
     with out.open("wb") as o, err.open("wb") as e:
         proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", block.code], cwd=ROOT,
                                 stdout=o, stderr=e, start_new_session=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", "PATH": SUITE_PATH})
         try:
             proc.wait(timeout=300)
         finally:
@@ -151,7 +144,9 @@ def _runnable(block: Block) -> bool:
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_examples_run_as_written(path: Path, model_server, monkeypatch,
                                   tmp_path: Path) -> None:
-    monkeypatch.setenv("MODEL_URL", "http://127.0.0.1:8000/v1")
+    monkeypatch.setenv("MODEL_URL", model_server.url + "/v1")
+    monkeypatch.setenv("MODEL_PORT", str(free_port()))
+    monkeypatch.setenv("PORT", str(free_port()))
     found = blocks(path)
     namespace: dict[str, object] = {}
     for i, block in enumerate(found):
@@ -210,10 +205,21 @@ def test_the_readme_test_command_is_the_one_ci_runs() -> None:
 
 
 def test_every_doc_is_reachable_from_the_readme() -> None:
-    linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)", (ROOT / "README.md").read_text()))
-    for doc in (ROOT / "docs").glob("*.md"):
-        linked |= set(re.findall(r"\]\(([\w.-]+\.md)", doc.read_text()))
-    assert {p.name for p in (ROOT / "docs").glob("*.md")} <= linked
+    docs = ROOT / "docs"
+    linked = {(docs / m).resolve() for m in re.findall(r"\]\(docs/([\w./-]+\.md)",
+                                                        (ROOT / "README.md").read_text())}
+    for doc in docs.rglob("*.md"):
+        linked |= {(doc.parent / m).resolve()
+                   for m in re.findall(r"\]\(([\w./-]+\.md)", doc.read_text())}
+    assert set(docs.rglob("*.md")) <= linked
+
+
+def test_the_examples_use_no_fixed_port() -> None:
+    """A port is a variable with a default (``"${PORT:=8080}"``), so that the examples run
+    beside a model server on 8000 and this test runs anywhere."""
+    for block in ALL:
+        if block.lang in ("bash", "sh") and _runnable(block):
+            assert not re.search(r"(--port |localhost:|127\.0\.0\.1:)\d", block.code), block
 
 
 def test_expectations_are_found_and_a_wrong_one_fails() -> None:
@@ -235,6 +241,7 @@ def _flags_of(command: str) -> set[str]:
 
 @pytest.mark.parametrize("command,docs", [
     ("serve", ("http.md", "proxy.md")),
+    ("demo-upstream", ("proxy.md",)),
     ("worker", ("rq.md", "security.md", "cli.md")),
     ("decode", ("cli.md",)),
     ("repair", ("cli.md",)),

@@ -1,8 +1,10 @@
 """The distribution installs one import namespace, ``toolcodec``, into a fresh virtualenv.
 
-A wheel is built from this checkout and installed (without its dependencies, which the venv
-borrows from this interpreter's site-packages) into a new venv; its site-packages must then hold
-``toolcodec`` and its metadata and nothing named ``codec``, ``worker`` or ``pool``.
+A wheel is built from this checkout and installed (without its dependencies) into a new venv;
+its site-packages must then hold ``toolcodec`` and its metadata and nothing named ``codec``,
+``worker`` or ``pool``. The new venv borrows the dependencies from the environment running the
+suite (its site-packages directories, named in a ``.pth`` file), not from the base interpreter:
+a suite run inside a virtualenv has them there only.
 """
 
 from __future__ import annotations
@@ -36,11 +38,20 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wheels = list((work / "dist").glob("toolcodec-*.whl"))
     assert len(wheels) == 1, wheels
     env = work / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env)
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(env)
     python = env / "bin" / "python"
+    # After the venv's own site-packages: the wheel's toolcodec is found first. A .pth file in
+    # these directories is not run from here, so the checkout's editable install stays out.
+    (_site_packages(env) / "suite_environment.pth").write_text(
+        "".join(f"{path}\n" for path in suite_site_packages()))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
                     "--no-deps", str(wheels[0])], check=True, cwd=work)
     return env
+
+
+def suite_site_packages() -> list[str]:
+    """The site-packages directories of the interpreter environment running the suite."""
+    return [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
 
 
 def _site_packages(env: Path) -> Path:
@@ -62,6 +73,8 @@ def test_the_wheel_carries_every_subpackage_and_the_type_marker(installed: Path)
     for sub in ("formats", "kindaxml", "worker", "pool", "pool/service", "pool/proxy",
                 "pool/bench"):
         assert (pkg / sub / "__init__.py").is_file(), sub
+    # toolcodec demo-upstream's recorded outputs are package data
+    assert (pkg / "pool" / "proxy" / "demo_outputs.jsonl").is_file()
 
 
 def test_the_installed_package_imports_and_reports_its_version(installed: Path,
@@ -69,6 +82,12 @@ def test_the_installed_package_imports_and_reports_its_version(installed: Path,
     code = ("import importlib.util, toolcodec, toolcodec.pool, toolcodec.worker.jobs\n"
             f"assert toolcodec.__file__.startswith({str(installed)!r}), toolcodec.__file__\n"
             "assert all(importlib.util.find_spec(n) is None for n in ('codec','worker','pool'))\n"
+            "import orjson, starlette\n"
+            f"suite = {suite_site_packages()!r}\n"
+            "assert all(m.__file__.startswith(tuple(suite)) for m in (orjson, starlette)), "
+            "(orjson.__file__, suite)\n"
+            "from toolcodec.pool.proxy.demo_upstream import DEFAULT, recorded_outputs\n"
+            "assert DEFAULT in recorded_outputs()\n"
             "print(toolcodec.__version__)\n")
     # From an empty folder, so the checkout's own folders are not on sys.path.
     out = subprocess.run([str(installed / "bin" / "python"), "-c", code], cwd=tmp_path,

@@ -7,7 +7,8 @@ them); the assistant message that comes back is decoded with the request's own `
 calls found in the text or in broken native ``tool_calls`` become proper ``tool_calls`` (ids,
 JSON-string arguments, ``finish_reason: "tool_calls"``), the content is what remains, and
 ``<think>`` goes to ``reasoning_content``. ``GET /v1/models`` is passed through, and so are
-``/v1/completions``, ``/v1/responses``, ``/v1/embeddings`` and ``/v1/moderations`` (unchanged).
+``/v1/completions``, ``/v1/embeddings`` and ``/v1/moderations`` (unchanged); ``/v1/messages``
+and ``/v1/responses`` are translated to this route (``translated``).
 
 Decoder options come per model (``settings``: presets, a config file, flags) and from the
 request's ``"toolcodec"`` field, which never goes upstream (``request``).
@@ -64,6 +65,7 @@ from toolcodec.pool.proxy.request import Prepared, prepare
 from toolcodec.pool.proxy.settings import ModelSettings, SettingsError
 from toolcodec.pool.proxy.upstream import (
     UpstreamError,
+    Upstreams,
     deadline_passed,
     failure,
     forwarded,
@@ -177,14 +179,20 @@ class ChatProxy:
         self.models = models or ModelSettings()
         self.metrics = ProxyMetrics(registry)
         self.log = AnswerLog()
-        self.http = HTTPClient(config.base, connections=config.connections,
-                               connect_timeout=config.connect_timeout,
-                               read_timeout=config.read_timeout,
-                               pool_timeout=config.pool_timeout,
-                               user_agent=f"toolcodec/{__version__}")
+        self.http = self._connect(config.base)
+        # A model's config entry may name its own model server (several upstreams).
+        self.upstreams = Upstreams(self.http, config.api_key, self.models, self._connect)
+
+    def _connect(self, base: str) -> HTTPClient:
+        config = self.config
+        return HTTPClient(base, connections=config.connections,
+                          connect_timeout=config.connect_timeout,
+                          read_timeout=config.read_timeout, pool_timeout=config.pool_timeout,
+                          user_agent=f"toolcodec/{__version__}")
 
     async def aclose(self) -> None:
         await self.http.aclose()
+        await self.upstreams.aclose()
 
     # -- upstream ---------------------------------------------------------------------------
 
@@ -202,10 +210,12 @@ class ChatProxy:
         return tools_as_system_prompt(body)
 
     def _chat_request(self, prepared: Prepared, incoming: dict[str, str]
-                      ) -> tuple[dict[str, str], bytes]:
-        """The upstream chat completion's headers and body, for a whole answer or a stream."""
-        return (self.upstream_headers(incoming, json=True),
-                orjson.dumps(self.upstream_body(prepared.upstream)))
+                      ) -> tuple[HTTPClient, dict[str, str], bytes]:
+        """The model's upstream, and the chat completion's headers and body."""
+        http, key = self.upstreams.pick(prepared.upstream.get("model"))
+        headers = forwarded(incoming, key)
+        headers["content-type"] = "application/json"
+        return http, headers, orjson.dumps(self.upstream_body(prepared.upstream))
 
     async def models_list(self, headers: dict[str, str]) -> tuple[int, bytes, str]:
         """``GET /v1/models`` passed through: (status, body, content type)."""
@@ -255,9 +265,10 @@ class ChatProxy:
         return response.status_code, {"content-type": kind}, relay()
 
     async def _whole(self, method: str, path: str, headers: dict[str, str],
-                     content: bytes = b"") -> tuple[Response, bytes]:
+                     content: bytes = b"", http: HTTPClient | None = None
+                     ) -> tuple[Response, bytes]:
         """An upstream answer and its whole body, read up to the size cap."""
-        response = await self.http.request(method, path, headers, content)
+        response = await (http or self.http).request(method, path, headers, content)
         try:
             return response, await read_body(response, self.config.max_upstream_body)
         finally:
@@ -266,8 +277,8 @@ class ChatProxy:
     async def _post(self, prepared: Prepared, headers: dict[str, str]) -> dict[str, Any]:
         """The upstream's whole answer, checked (``UpstreamError`` otherwise)."""
         try:
-            response, content = await self._whole("POST", "/chat/completions",
-                                                  *self._chat_request(prepared, headers))
+            http, sent, body = self._chat_request(prepared, headers)
+            response, content = await self._whole("POST", "/chat/completions", sent, body, http)
         except HTTPError as exc:
             raise failure(exc) from None
         answer = _json_or_none(content)
@@ -404,8 +415,8 @@ class ChatProxy:
         until = asyncio.get_running_loop().time() + self.config.deadline
         try:
             async with asyncio.timeout_at(until):
-                response = await self.http.request("POST", "/chat/completions",
-                                                   *self._chat_request(prepared, headers))
+                http, sent, content = self._chat_request(prepared, headers)
+                response = await http.request("POST", "/chat/completions", sent, content)
         except (TimeoutError, HTTPError) as exc:
             self.metrics.count(True, "upstream_error")
             error = failure(exc) if isinstance(exc, HTTPError) else \

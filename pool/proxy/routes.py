@@ -1,6 +1,7 @@
 """The proxy's HTTP routes: ``POST /v1/chat/completions`` (a bare ASGI endpoint, see
-``endpoint``), ``GET /v1/models``, and ``POST /v1/completions``, ``/v1/responses``,
-``/v1/embeddings``, ``/v1/moderations`` relayed unchanged (Starlette)."""
+``endpoint``), ``POST /v1/messages`` and ``/v1/responses`` (translated to the chat route, see
+``translated``), ``GET /v1/models``, and ``POST /v1/completions``, ``/v1/embeddings``,
+``/v1/moderations`` relayed unchanged (Starlette)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,23 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from toolcodec.pool.proxy import messages, responses
 from toolcodec.pool.proxy.chat import PASSED_THROUGH, ChatProxy
 from toolcodec.pool.proxy.endpoint import ChatEndpoint, request_body
+from toolcodec.pool.proxy.translated import Shape, TranslatedEndpoint
 
 _JSON = "application/json"
 CHAT_PATH = "/v1/chat/completions"
+MESSAGES = Shape(messages.to_chat, messages.answer, messages.error, messages.stream,
+                 messages.headers)
+RESPONSES = Shape(responses.to_chat, responses.answer, responses.error, responses.stream)
+# Decoded here (translated to the chat route), not relayed.
+TRANSLATED = {"/v1/messages": MESSAGES, "/v1/responses": RESPONSES}
 
 
 def proxy_routes(proxy: ChatProxy, max_body: int) -> list[Route]:
-    """Routes serving *proxy*; request bodies over *max_body* bytes get 413. The first is
-    the chat endpoint, which the app also calls directly (``chat_endpoint``)."""
+    """Routes serving *proxy*; request bodies over *max_body* bytes get 413. The chat and
+    the translated endpoints are also called directly by the app (``chat_endpoint``)."""
 
     async def models(request: Request) -> Response:
         status, content, kind = await proxy.models_list(dict(request.headers))
@@ -36,14 +44,18 @@ def proxy_routes(proxy: ChatProxy, max_body: int) -> list[Route]:
             return _json(status, out, headers)
         return StreamingResponse(out, status, media_type=headers.get("content-type", _JSON))
 
+    relayed = [p for p in PASSED_THROUGH if f"/v1{p}" not in TRANSLATED]
     return [Route(CHAT_PATH, ChatEndpoint(proxy, max_body), methods=["POST"]),
+            *(Route(path, TranslatedEndpoint(proxy, max_body, shape), methods=["POST"])
+              for path, shape in TRANSLATED.items()),
             Route("/v1/models", models, methods=["GET"]),
-            *(Route(f"/v1{path}", passthrough, methods=["POST"]) for path in PASSED_THROUGH)]
+            *(Route(f"/v1{path}", passthrough, methods=["POST"]) for path in relayed)]
 
 
 def chat_endpoint(routes: list[Route]) -> dict[str, Any]:
     """``{path: ASGI app}`` for the app to call before routing (``build_app``'s ``direct``)."""
-    return {r.path: r.endpoint for r in routes if isinstance(r.endpoint, ChatEndpoint)}
+    return {r.path: r.endpoint for r in routes
+            if isinstance(r.endpoint, ChatEndpoint | TranslatedEndpoint)}
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:

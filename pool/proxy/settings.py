@@ -11,6 +11,11 @@ family instead of reading the format docs. Options, in the order they apply (lat
    before patterns; flags before the file's entries),
 3. the request's ``"toolcodec": {...}`` body field (removed before the request goes upstream).
 
+A model entry may also name its model server: ``upstream = "http://host:port/v1"`` and,
+optionally, ``upstream_key_env = "VAR"`` (the environment variable holding its API key, read
+at start). Those are not decoder options: ``upstream_for`` answers them, the same way (exact
+names before patterns), and a model no entry routes goes to ``--upstream``.
+
 At each level a ``preset`` is expanded first and the level's other keys override it. The
 result is a JSON object of ``ToolCallCodec`` options (``formats``, ``starts_in_reasoning``,
 ``nfkc_strings``, ``limits``), exactly what a ``decode`` job's ``options`` takes; ``limits``
@@ -20,6 +25,7 @@ may only lower the operator's (the workers clamp them, and so does ``resolve``).
 from __future__ import annotations
 
 import fnmatch
+import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -61,8 +67,43 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+UPSTREAM_KEYS = ("upstream", "upstream_key_env")  # a model entry's model server, not options
+
+
 class SettingsError(ValueError):
     """A bad option, preset, pattern or config file; the message says which."""
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """A model server some models are sent to, and its API key (None: the client's goes)."""
+
+    url: str
+    api_key: str | None = field(default=None, repr=False)  # never logged
+
+    @property
+    def base(self) -> str:
+        url = self.url.rstrip("/")
+        return url if url.endswith("/v1") else url + "/v1"
+
+
+def check_upstream(entry: Mapping[str, Any], where: str) -> Upstream | None:
+    """The model server a config entry names (None: it names none)."""
+    url, var = entry.get("upstream"), entry.get("upstream_key_env")
+    if url is None:
+        if var is not None:
+            raise SettingsError(f"{where}.upstream_key_env needs an upstream URL beside it")
+        return None
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise SettingsError(f"{where}.upstream must be an http:// or https:// URL")
+    key = None
+    if var is not None:
+        if not isinstance(var, str) or not var:
+            raise SettingsError(f"{where}.upstream_key_env must name an environment variable")
+        key = os.environ.get(var)
+        if not key:
+            raise SettingsError(f"{where}.upstream_key_env: {var} is not set")
+    return Upstream(url, key)
 
 
 def check_options(options: Any, where: str) -> dict[str, Any]:
@@ -118,16 +159,27 @@ class ModelSettings:
 
     defaults: dict[str, Any] = field(default_factory=dict)
     models: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # in match order
+    upstreams: list[tuple[str, Upstream]] = field(default_factory=list)  # name or pattern
 
     @classmethod
     def build(cls, *, file: str | None = None, preset: str | None = None,
-              model_presets: Iterable[str] = (), model_options: Iterable[str] = ()
-              ) -> ModelSettings:
+              model_presets: Iterable[str] = (), model_options: Iterable[str] = (),
+              model_upstreams: Iterable[str] = ()) -> ModelSettings:
         """From the CLI: a config file, then flags (``--preset``, ``--model-preset
-        PATTERN=PRESET``, ``--model-options PATTERN=JSON``), flags taking precedence."""
+        PATTERN=PRESET``, ``--model-options PATTERN=JSON``, ``--model-upstream
+        PATTERN=URL``), flags taking precedence."""
         import orjson
 
         settings = cls.load(file) if file else cls()
+        routes = []
+        for spec in model_upstreams:
+            pattern, value = _split(spec, "--model-upstream")
+            upstream = check_upstream({"upstream": value}, f"--model-upstream {pattern}")
+            assert upstream is not None
+            routes.append((pattern, upstream))
+        flagged = {p for p, _ in routes}
+        settings.upstreams = routes + [(p, u) for p, u in settings.upstreams
+                                       if p not in flagged]
         flags: list[tuple[str, dict[str, Any]]] = []
         for spec in model_presets:
             pattern, value = _split(spec, "--model-preset")
@@ -174,10 +226,19 @@ class ModelSettings:
         models = data.get("models") or {}
         if not isinstance(models, dict):
             raise SettingsError(f"{path}: 'models' must map model names or patterns to options")
-        entries = [(str(name), check_options(opts, f"{path}: models.{name}"))
-                   for name, opts in models.items()]
+        entries, upstreams = [], []
+        for name, opts in models.items():
+            where = f"{path}: models.{name}"
+            if isinstance(opts, Mapping):
+                upstream = check_upstream(opts, where)
+                if upstream is not None:
+                    upstreams.append((str(name), upstream))
+                if upstream is not None and set(opts) <= set(UPSTREAM_KEYS):
+                    continue  # a route only: the model's options come from the other entries
+                opts = {k: v for k, v in opts.items() if k not in UPSTREAM_KEYS}
+            entries.append((str(name), check_options(opts, where)))
         return cls(check_options(data.get("defaults") or {}, f"{path}: defaults"),
-                   _merged(entries))
+                   _merged(entries), upstreams)
 
     def for_model(self, model: Any) -> dict[str, Any]:
         """The options for *model* (defaults, then its entry), presets expanded."""
@@ -196,6 +257,18 @@ class ModelSettings:
                 return options
         return None
 
+    def upstream_for(self, model: Any) -> Upstream | None:
+        """The model server configured for *model* (None: the default ``--upstream``)."""
+        if not isinstance(model, str) or not self.upstreams:
+            return None
+        for pattern, upstream in self.upstreams:
+            if pattern == model:
+                return upstream
+        for pattern, upstream in self.upstreams:
+            if _is_pattern(pattern) and fnmatch.fnmatchcase(model, pattern):
+                return upstream
+        return None
+
     def resolve(self, model: Any, override: Any = None, where: str = OVERRIDE_FIELD
                 ) -> dict[str, Any]:
         """The options for one request: its model's, then its ``"toolcodec"`` field's.
@@ -207,7 +280,8 @@ class ModelSettings:
 
     def describe(self) -> dict[str, Any]:
         """What is configured, as JSON (for logs and docs)."""
-        return {"defaults": self.defaults, "models": dict(self.models)}
+        return {"defaults": self.defaults, "models": dict(self.models),
+                "upstreams": {p: u.url for p, u in self.upstreams}}
 
 
 def _split(spec: str, flag: str) -> tuple[str, str]:

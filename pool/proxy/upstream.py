@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from toolcodec.pool.proxy.http_client import (
@@ -21,6 +21,7 @@ from toolcodec.pool.proxy.http_client import (
     Response,
     TimeoutException,
 )
+from toolcodec.pool.proxy.settings import ModelSettings
 
 # Headers an OpenAI client may send that a model server may need, and the W3C trace context
 # (so a trace goes on through the proxy); nothing else is forwarded.
@@ -43,6 +44,30 @@ class UpstreamError(Exception):
         if self.own is not None:
             return self.own
         return {"error": {"message": str(self), "type": "upstream_error", "code": self.code}}
+
+
+class Upstreams:
+    """The model server for a request's model: the one its config entry names
+    (``ModelSettings.upstream_for``), else the default (``--upstream``). One connection pool
+    per server, made by *connect* (base URL -> client)."""
+
+    def __init__(self, default: Any, default_key: str | None, models: ModelSettings,
+                 connect: Callable[[str], Any]) -> None:
+        self.default, self.default_key, self.models = default, default_key, models
+        self.clients = {u.base: None for _, u in models.upstreams}
+        for base in self.clients:
+            self.clients[base] = connect(base)
+
+    def pick(self, model: Any) -> tuple[Any, str | None]:
+        """(the HTTP client, the API key to send: None for the client's own)."""
+        upstream = self.models.upstream_for(model)
+        if upstream is None:
+            return self.default, self.default_key
+        return self.clients[upstream.base], upstream.api_key
+
+    async def aclose(self) -> None:
+        for client in self.clients.values():
+            await client.aclose()
 
 
 def forwarded(incoming: dict[str, str], api_key: str | None) -> dict[str, str]:
