@@ -1,0 +1,67 @@
+"""The vLLM environment: vLLM's tool parsers on the CPU, without its CUDA stack.
+
+``python -m tests.envs.vllm_env`` builds it (or finds it cached) and prints its interpreter.
+vLLM is installed without its dependencies, then given those it declares except the GPU
+stack and the structured-output engines, which its tool parsers never import; torch is the
+CPU build pip finds on this machine's disk (``torch==2.13.0``: vLLM 0.33 asks for that
+release).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from tests.envs.cache import Env, ensure, pip, recipe_fingerprint, run
+
+VLLM = "0.33.0"
+TORCH = "2.13.0"
+# Declared by vLLM, never imported by its tool parsers: the GPU stack (torch comes from the
+# CPU build above), kernels and their compilers, video decoders, the structured-output
+# engines, model-format readers.
+EXCLUDED = {"torch", "torchvision", "torchaudio", "torchcodec", "xformers", "triton", "ray",
+            "xgrammar", "outlines", "outlines-core", "lm-format-enforcer", "llguidance", "numba",
+            "mistral-common", "compressed-tensors", "depyf", "gguf", "openai-harmony",
+            "fastsafetensors", "quack-kernels", "pynvvideocodec", "apache-tvm-ffi", "tilelang",
+            "nvtx", "instanttensor", "tokenspeed-mla", "humming-kernels"}
+EXCLUDED_PREFIXES = ("nvidia-", "deep-", "flashinfer", "cupy", "opencv")
+# What the parser modules import beyond vLLM's filtered requirements (found by trying).
+EXTRA: list[str] = []
+
+
+def excluded(requirement: Requirement) -> bool:
+    """Whether a ``Requires-Dist`` entry is left out (an extra's, or the GPU stack's)."""
+    name = requirement.name.lower().replace("_", "-")
+    marker = str(requirement.marker or "")
+    return ("extra ==" in marker or name in EXCLUDED
+            or name.startswith(EXCLUDED_PREFIXES))
+
+
+def _requires(python: Path) -> list[str]:
+    code = "import importlib.metadata as m, json; print(json.dumps(m.requires('vllm') or []))"
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def _recipe(python: Path) -> None:
+    pip(python, f"torch=={TORCH}", step="installing torch (CPU build)")
+    pip(python, "--no-deps", f"vllm=={VLLM}", step="installing vllm without dependencies")
+    wanted = [r for r in _requires(python) if not excluded(Requirement(r))]
+    pip(python, *wanted, *EXTRA, step="installing vLLM's requirements (GPU stack left out)")
+    run([str(python), "-c", "from vllm.tool_parsers import ToolParserManager"],
+        "importing vLLM's ToolParserManager")
+
+
+def vllm_env() -> Env:
+    """The cached vLLM environment with this checkout installed in it."""
+    return ensure("vllm", VLLM, _recipe,
+                  recipe_fingerprint(VLLM, TORCH, sorted(EXCLUDED), EXCLUDED_PREFIXES, EXTRA))
+
+
+if __name__ == "__main__":
+    env = vllm_env()
+    print(env.python, f"(built in {env.build_seconds:.0f} s)", file=sys.stdout)
