@@ -42,8 +42,10 @@ def tokenizer(texts: list[str]) -> PreTrainedTokenizerFast:
 def request_of(case: dict):
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
+    tools = [t if "function" in t else {"type": "function", "function": t}  # bare: wrapped
+             for t in case["tools"]]
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
-            "tools": case["tools"], "tool_choice": case.get("tool_choice", "auto")}
+            "tools": tools, "tool_choice": case.get("tool_choice", "auto")}
     if case.get("max_completion_tokens"):
         body["max_completion_tokens"] = case["max_completion_tokens"]
     return ChatCompletionRequest.model_validate(body)
@@ -111,7 +113,7 @@ def main() -> None:
         ToolParserManager.import_tool_parser(job["plugin_path"])
     from vllm.tool_parsers import ToolParserManager
 
-    tok = tokenizer([case["text"] for case in job["cases"]])
+    tok = tokenizer([case["text"] for case in job["cases"]]) if job["cases"] else None
     out = {"registered": ToolParserManager.list_registered(), "cases": {}}
     for case in job["cases"]:
         tokens = len(tok.encode(case["text"], add_special_tokens=False))

@@ -26,11 +26,13 @@ TORCH = "2.13.0"
 EXCLUDED = {"torch", "torchvision", "torchaudio", "torchcodec", "xformers", "triton", "ray",
             "xgrammar", "outlines", "outlines-core", "lm-format-enforcer", "llguidance", "numba",
             "mistral-common", "compressed-tensors", "depyf", "gguf", "openai-harmony",
-            "fastsafetensors", "quack-kernels", "pynvvideocodec", "apache-tvm-ffi", "tilelang",
+            "fastsafetensors", "quack-kernels", "pynvvideocodec", "tilelang",
             "nvtx", "instanttensor", "tokenspeed-mla", "humming-kernels"}
 EXCLUDED_PREFIXES = ("nvidia-", "deep-", "flashinfer", "cupy", "opencv")
-# What the parser modules import beyond vLLM's filtered requirements (found by trying).
-EXTRA: list[str] = []
+# What the parser modules import beyond vLLM's filtered requirements (found by trying):
+# vllm.parser.abstract_parser, which composes the tool and reasoning parsers, imports
+# xgrammar's Grammar types. Without its dependencies, which would bring triton.
+EXTRA_NO_DEPS = ["xgrammar==0.2.8"]
 
 
 def excluded(requirement: Requirement) -> bool:
@@ -51,15 +53,18 @@ def _recipe(python: Path) -> None:
     pip(python, f"torch=={TORCH}", step="installing torch (CPU build)")
     pip(python, "--no-deps", f"vllm=={VLLM}", step="installing vllm without dependencies")
     wanted = [r for r in _requires(python) if not excluded(Requirement(r))]
-    pip(python, *wanted, *EXTRA, step="installing vLLM's requirements (GPU stack left out)")
-    run([str(python), "-c", "from vllm.tool_parsers import ToolParserManager"],
-        "importing vLLM's ToolParserManager")
+    pip(python, *wanted, step="installing vLLM's requirements (GPU stack left out)")
+    pip(python, "--no-deps", *EXTRA_NO_DEPS, step="installing what vLLM's parsers import")
+    run([str(python), "-c", "from vllm.tool_parsers import ToolParserManager\n"
+         "from vllm.parser.parser_manager import ParserManager"],
+        "importing vLLM's ToolParserManager and ParserManager")
 
 
 def vllm_env() -> Env:
     """The cached vLLM environment with this checkout installed in it."""
     return ensure("vllm", VLLM, _recipe,
-                  recipe_fingerprint(VLLM, TORCH, sorted(EXCLUDED), EXCLUDED_PREFIXES, EXTRA))
+                  recipe_fingerprint(VLLM, TORCH, sorted(EXCLUDED), EXCLUDED_PREFIXES,
+                                     EXTRA_NO_DEPS))
 
 
 if __name__ == "__main__":
