@@ -53,15 +53,18 @@ TRAILING_COMMA = {**HERMES, "id": "trailing-comma",
 CUT = {**HERMES, "id": "cut", "text": HERMES["text"][:HERMES["text"].index('"Paris"') + 4],
        "max_completion_tokens": "all"}
 NONE_CHOICE = {**HERMES, "id": "tool-choice-none", "tool_choice": "none"}
-CASES = [*REAL.values(), TRAILING_COMMA, CUT, NONE_CHOICE]
+# Qwen3 reasoning then a call, with vLLM's qwen3 reasoning parser in front.
+THOUGHT = {**conformance("qwen3_hermes", "qwen3_hermes-003"), "reasoning_parser": "qwen3"}
+# Qwen3 reasoning with a call drafted inside it, then the real call; no reasoning parser.
+DRAFTED = conformance("qwen3_hermes", "qwen3_hermes-010")
+CASES = [*REAL.values(), TRAILING_COMMA, CUT, NONE_CHOICE, THOUGHT, DRAFTED]
 PARSERS = ["toolcodec", "hermes", "toolcodec-qwen3", "toolcodec-deepseek-v3"]
 
 
 def run_driver(python: Path, job: dict[str, Any], env: dict[str, str] | None = None
                ) -> dict[str, Any]:
-    job = {**job, "cases": [{k: case[k] for k in ("id", "text", "tools", "tool_choice",
-                                                    "max_completion_tokens") if k in case}
-                            for case in job["cases"]]}
+    keys = ("id", "text", "tools", "tool_choice", "max_completion_tokens", "reasoning_parser")
+    job = {**job, "cases": [{k: case[k] for k in keys if k in case} for case in job["cases"]]}
     done = subprocess.run([str(python), str(DRIVER)], input=json.dumps(job), text=True,
                           capture_output=True, env={**os.environ, **(env or {})}, cwd=HERE)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -149,6 +152,23 @@ def test_a_preset_parser_reads_only_its_family(answers):
     assert other["whole"]["content"] == HERMES["text"]
     deepseek = answers["cases"]["deepseek-001"]["toolcodec-deepseek-v3"]
     assert deepseek["stream"]["calls"] == calls(REAL["deepseek-001"])
+
+
+def test_behind_vllms_reasoning_parser_the_calls_follow_the_reasoning(answers):
+    got = answers["cases"][THOUGHT["id"]]["toolcodec"]
+    for mode in ("composed", "stream"):  # vLLM's Parser: its reasoning parser, then ours
+        assert got[mode]["calls"] == calls(THOUGHT), mode
+        assert got[mode]["reasoning"].strip() == THOUGHT["expected"]["reasoning"], mode
+    assert (got["composed"]["content"] or "") == THOUGHT["expected"]["content"]
+
+
+def test_without_a_reasoning_parser_a_call_drafted_in_the_reasoning_is_no_call(answers):
+    got = answers["cases"][DRAFTED["id"]]["toolcodec"]
+    assert got["whole"]["calls"] == got["stream"]["calls"] == calls(DRAFTED)
+    # the reasoning stays: in a whole answer as written, in a stream as reasoning deltas
+    thought = DRAFTED["text"][:DRAFTED["text"].index("</think>") + len("</think>")]
+    assert got["whole"]["content"] == thought
+    assert got["stream"]["reasoning"].strip() == DRAFTED["expected"]["reasoning"]
 
 
 def test_the_plugin_file_registers_the_parsers_without_entry_points(vllm_python):

@@ -5,15 +5,18 @@ Reads one JSON job on stdin, writes one JSON answer on stdout::
 
     {"mode": "entry_point" | "plugin_path", "plugin_path": str (plugin_path mode),
      "parsers": ["toolcodec", "hermes", ...],
-     "cases": [{"id", "text", "tools", "tool_choice"?, "max_completion_tokens"?}, ...]}
+     "cases": [{"id", "text", "tools", "tool_choice"?, "max_completion_tokens"?,
+                "reasoning_parser"?}, ...]}
 
 ``entry_point`` loads vLLM's general plugins (the entry points installed packages declare);
 ``plugin_path`` loads none (``VLLM_PLUGINS`` empty) and imports the given file as
 ``--tool-parser-plugin`` does. For every case and parser the answer has ``whole``
-(``ToolParserManager.get_tool_parser(name)(...).extract_tool_calls``) and ``stream`` (vLLM's
-composed ``Parser.parse_delta``, one token at a time, ``finished`` on the last one, as its
-chat stream processor calls it). The tokenizer is a byte-level BPE trained here on the cases
-themselves, with the families' markers as special tokens (no model is downloaded).
+(``ToolParserManager.get_tool_parser(name)(...).extract_tool_calls``), ``composed`` (vLLM's
+``Parser.parse`` of the whole output, with the case's reasoning parser if it names one) and
+``stream`` (the same ``Parser``'s ``parse_delta``, one token at a time, ``finished`` on the
+last one, as vLLM's chat stream processor calls it). The tokenizer is a byte-level BPE
+trained here on the cases themselves, with the families' markers as special tokens (no model
+is downloaded).
 """
 
 from __future__ import annotations
@@ -70,22 +73,37 @@ def whole(name: str, tok, case: dict) -> dict:
                       for c in info.tool_calls]}
 
 
-def stream(name: str, tok, case: dict) -> dict:
+def composed_parser(name: str, tok, case: dict):
+    """vLLM's per-request ``Parser`` for the tool parser *name* (and the case's reasoning
+    parser), and the request it adjusted."""
     from vllm.parser.parser_manager import ParserManager
 
     request = request_of(case)
     parser_cls = ParserManager.get_parser(tool_parser_name=name, enable_auto_tools=True,
+                                          reasoning_parser_name=case.get("reasoning_parser"),
                                           tokenizer=tok)
     parser = parser_cls(tok, request.tools)
-    request = parser.adjust_request(request)
+    return parser, parser.adjust_request(request)
+
+
+def composed(name: str, tok, case: dict) -> dict:
+    parser, request = composed_parser(name, tok, case)
+    reasoning, content, calls = parser.parse(case["text"], request, enable_auto_tools=True)
+    return {"reasoning": reasoning, "content": content,
+            "calls": [call_dict(c.name, c.arguments) for c in calls or []]}
+
+
+def stream(name: str, tok, case: dict) -> dict:
+    parser, request = composed_parser(name, tok, case)
     ids = tok.encode(case["text"], add_special_tokens=False)
+    prompt = tok.encode("user: hi\nassistant:", add_special_tokens=False)  # no reasoning open
     content, reasoning, calls = [], [], {}
     previous = ""
     for i in range(len(ids)):
         text = tok.decode(ids[: i + 1], skip_special_tokens=False)
         delta, previous = text[len(previous):], text
         message = parser.parse_delta(delta_text=delta, delta_token_ids=[ids[i]],
-                                     request=request, prompt_token_ids=[1, 2, 3],
+                                     request=request, prompt_token_ids=prompt,
                                      finished=i == len(ids) - 1)
         if message is None:
             continue
@@ -120,6 +138,7 @@ def main() -> None:
         if case.get("max_completion_tokens") == "all":  # cut exactly at the end of the text
             case["max_completion_tokens"] = tokens
         out["cases"][case["id"]] = {name: {"whole": whole(name, tok, case),
+                                           "composed": composed(name, tok, case),
                                            "stream": stream(name, tok, case)}
                                     for name in job["parsers"]}
     json.dump(out, sys.stdout)

@@ -31,8 +31,11 @@ EXCLUDED = {"torch", "torchvision", "torchaudio", "torchcodec", "xformers", "tri
 EXCLUDED_PREFIXES = ("nvidia-", "deep-", "flashinfer", "cupy", "opencv")
 # What the parser modules import beyond vLLM's filtered requirements (found by trying):
 # vllm.parser.abstract_parser, which composes the tool and reasoning parsers, imports
-# xgrammar's Grammar types. Without its dependencies, which would bring triton.
-EXTRA_NO_DEPS = ["xgrammar==0.2.8"]
+# xgrammar's Grammar types; the engine-based reasoning parsers (qwen3, …) import
+# vllm.parser.mistral, hence mistral_common (which needs pycountry for its language codes).
+# Those two without their dependencies, which would bring triton and another numpy.
+EXTRA_NO_DEPS = ["xgrammar==0.2.8", "mistral_common==1.13.1"]
+EXTRA = ["pycountry", "pydantic-extra-types"]
 
 
 def excluded(requirement: Requirement) -> bool:
@@ -53,18 +56,19 @@ def _recipe(python: Path) -> None:
     pip(python, f"torch=={TORCH}", step="installing torch (CPU build)")
     pip(python, "--no-deps", f"vllm=={VLLM}", step="installing vllm without dependencies")
     wanted = [r for r in _requires(python) if not excluded(Requirement(r))]
-    pip(python, *wanted, step="installing vLLM's requirements (GPU stack left out)")
+    pip(python, *wanted, *EXTRA, step="installing vLLM's requirements (GPU stack left out)")
     pip(python, "--no-deps", *EXTRA_NO_DEPS, step="installing what vLLM's parsers import")
     run([str(python), "-c", "from vllm.tool_parsers import ToolParserManager\n"
-         "from vllm.parser.parser_manager import ParserManager"],
-        "importing vLLM's ToolParserManager and ParserManager")
+         "from vllm.parser.parser_manager import ParserManager\n"
+         "ParserManager.get_reasoning_parser('qwen3')"],
+        "importing vLLM's parser managers and its qwen3 reasoning parser")
 
 
 def vllm_env() -> Env:
     """The cached vLLM environment with this checkout installed in it."""
     return ensure("vllm", VLLM, _recipe,
                   recipe_fingerprint(VLLM, TORCH, sorted(EXCLUDED), EXCLUDED_PREFIXES,
-                                     EXTRA_NO_DEPS))
+                                     EXTRA_NO_DEPS, EXTRA))
 
 
 if __name__ == "__main__":
