@@ -199,3 +199,14 @@ def test_what_could_not_be_decoded_is_said(proxy):
     got = streamed(proxy, "unknown_tool", tools=TOOLS)
     assert got["calls"] == [] and got["content"].strip() == library("unknown_tool")["content"]
     assert "unknown_tool" in got["last"].model_extra["toolcodec"]["errors"]
+
+
+def test_a_native_call_that_cannot_be_repaired_goes_on_as_the_model_sent_it(proxy):
+    sent = CASES["native_unrepairable"]["tool_calls"][0]["function"]
+    raw = client(proxy).chat.completions.with_raw_response.create(
+        model=MODEL, messages=ask("native_unrepairable"), tools=TOOLS)
+    (call,) = raw.parse().choices[0].message.tool_calls
+    assert (call.function.name, call.function.arguments) == (sent["name"], sent["arguments"])
+    assert "schema_violation" in raw.headers["x-toolcodec-errors"].split(",")
+    got = streamed(proxy, "native_unrepairable", tools=TOOLS)
+    assert got["calls"] == [{"name": sent["name"], "arguments": json.loads(sent["arguments"])}]

@@ -60,7 +60,7 @@ class ToolcodecToolParser(ToolParser):
         super().__init__(tokenizer, tools)
         self._options = preset_options(self.preset)
         self._stream: Any = None  # the request's StreamDecoder, made by its first delta
-        self._stream_failed = False
+        self._passthrough = False  # no tools to decode with: the text goes through
         self._tokens = 0  # output tokens seen by the stream
         self._max_tokens: int | None = None
         self._calls = 0  # calls sent in this stream
@@ -83,7 +83,8 @@ class ToolcodecToolParser(ToolParser):
         if codec is None:
             return ExtractedToolCallInformation(tools_called=False, tool_calls=[],
                                                 content=model_output)
-        cut = self._used_up(request, self._count_tokens(model_output, request))
+        limit = _max_tokens(request)
+        cut = limit is not None and self._count_tokens(model_output) >= limit
         result = codec.decode(model_output, finish_reason="length" if cut else None)
         _log_errors(result.errors, request)
         content = kept_text(model_output, result)
@@ -101,7 +102,7 @@ class ToolcodecToolParser(ToolParser):
                                      request: ChatCompletionRequest) -> DeltaMessage | None:
         """What this delta made certain: prose, reasoning, whole validated calls."""
         self._tokens += len(delta_token_ids)
-        if self._stream is None and not self._stream_failed:
+        if self._stream is None and not self._passthrough:
             self._start(request)
         if self._stream is None:  # no tools, tool_choice "none", or unusable tools
             return DeltaMessage(content=delta_text) if delta_text else None
@@ -133,7 +134,7 @@ class ToolcodecToolParser(ToolParser):
     def _start(self, request: Any) -> None:
         codec = None if request.tool_choice == "none" else self._codec(request)
         if codec is None:
-            self._stream_failed = True
+            self._passthrough = True
             return
         self._stream = codec.stream()
         self._max_tokens = _max_tokens(request)
@@ -162,22 +163,16 @@ class ToolcodecToolParser(ToolParser):
         return DeltaMessage(content="".join(content) or None,
                             reasoning="".join(reasoning) or None, tool_calls=calls)
 
-    def _count_tokens(self, text: str, request: Any) -> int:
-        """The output's length in tokens, when the request set a maximum to compare it to."""
-        if _max_tokens(request) is None:
-            return 0
+    def _count_tokens(self, text: str) -> int:
+        """The output's length in tokens (0 when the tokenizer cannot say: not cut, then)."""
         try:
             return len(self.model_tokenizer.encode(text, add_special_tokens=False))
         except Exception:  # noqa: BLE001 - a tokenizer without encode: cannot tell a cut
             return 0
 
-    @staticmethod
-    def _used_up(request: Any, tokens: int) -> bool:
-        limit = _max_tokens(request)
-        return limit is not None and tokens >= limit
-
 
 def _max_tokens(request: Any) -> int | None:
+    """The most output tokens the request allows, if it says."""
     limit = getattr(request, "max_completion_tokens", None)
     if limit is None:
         limit = getattr(request, "max_tokens", None)
