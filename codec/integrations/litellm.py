@@ -60,6 +60,8 @@ class ToolcodecCallback(CustomLogger):
         codes: list[str] = []
         for choice in response.choices:
             message = choice.message
+            if not isinstance(message.content, str | None):
+                continue  # content parts (not text a model wrote calls in): left as they are
             sent = {"role": "assistant", "content": message.content}
             natives = [call.model_dump() for call in message.tool_calls or []]
             if natives:
