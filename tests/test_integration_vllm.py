@@ -27,7 +27,7 @@ from tests.envs.vllm_env import vllm_env
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "envs" / "vllm_driver.py"
 CONFORMANCE = HERE / "data" / "conformance"
-PLUGIN_FILE = HERE.parent / "codec" / "integrations" / "vllm_plugin.py"
+PLUGIN_FILE = HERE.parent / "integrations" / "vllm_plugin.py"
 
 
 def conformance(family: str, case_id: str) -> dict[str, Any]:
