@@ -28,6 +28,7 @@ import os
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -35,7 +36,7 @@ import orjson
 from toolcodec.errors import BAD_REQUEST, REJECTED, TIMEOUT
 from toolcodec.limits import Limits
 from toolcodec.pool.admission import RunTimes
-from toolcodec.pool.dispatcher import SELECTORS, Dispatcher, Ticket
+from toolcodec.pool.dispatcher import PREPARED_KEEP, SELECTORS, Dispatcher, Ticket
 from toolcodec.pool.door import MAX_TIMEOUT_MS
 from toolcodec.worker.child import RUN_JOB_HANDLER, WorkerProcess
 from toolcodec.worker.deadlines import CLOSED, shed_envelope
@@ -123,6 +124,7 @@ class ProcessBackend:
         self._id_prefix = f"{os.getpid()}-{id(self):x}-"
         self._closed = False
         self._heal_lock = threading.Lock()  # taken only to replace a dead dispatcher
+        self._prepared: OrderedDict[bytes, None] = OrderedDict()  # tool sets asked for lately
         self._executor: ThreadPoolExecutor | None = None
         self._handler, self._start_method = handler, start_method
         self._env = {} if limits is None else {
@@ -203,6 +205,15 @@ class ProcessBackend:
             key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
         except TypeError:
             return False
+        try:  # callers on several threads may race here: at worst one asks twice
+            if key in self._prepared:  # asked for lately: the dispatcher has it (a proxy
+                self._prepared.move_to_end(key)  # asks on every request)
+                return True
+            self._prepared[key] = None
+            if len(self._prepared) > PREPARED_KEEP:
+                self._prepared.popitem(last=False)
+        except KeyError:
+            pass
         data = orjson.dumps({"id": f"{self._id_prefix}prepare", "op": "prepare",
                              "payload": payload, "deadline": None})
         if not self._closed:
@@ -339,6 +350,7 @@ class ProcessBackend:
             if self._dispatcher is dispatcher and not self._closed:
                 log.error("toolcodec: the pool's dispatcher thread had died; starting a new one")
                 self._dispatcher = self._start_dispatcher()
+                self._prepared.clear()  # the new dispatcher has prepared nothing
                 self.heals += 1
                 if self.metrics is not None:
                     self.metrics.restarted(BACKEND, "dispatcher")

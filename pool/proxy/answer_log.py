@@ -1,8 +1,9 @@
 """One structured log line for every answer the proxy could not decode or flagged.
 
-The line is a JSON object on the ``toolcodec.proxy`` logger (level WARNING), written the way
-the per-job lines are (``toolcodec.worker.joblog``), and its fields also ride on the record
-(``record.toolcodec``) for a handler that formats them itself::
+The line is an event on the ``toolcodec.proxy`` logger (level WARNING), written as every
+event is (``toolcodec.worker.logs.event``: the request's context added, one JSON object in
+either log format), and its fields also ride on the record (``record.toolcodec_fields``) for
+a handler that formats them itself::
 
     {"event": "proxy_answer", "request_id": "…", "model": "m", "stream": true,
      "reason": "upstream_stream_broken", "codes": ["truncated"], "unrecognised": []}
@@ -24,7 +25,7 @@ import time
 import uuid
 from typing import Any
 
-import orjson
+from toolcodec.worker.logs import event
 
 log = logging.getLogger("toolcodec.proxy")
 
@@ -58,14 +59,14 @@ class AnswerLog:
         if suppressed is None:
             return None
         line: dict[str, Any] = {
-            "event": "proxy_answer", "request_id": request_id,
+            "request_id": request_id,
             "model": model if isinstance(model, str) else None, "stream": stream,
             "reason": reason, "codes": list(dict.fromkeys(codes)),
             "unrecognised": list(unrecognised)}
         if suppressed:
             line["suppressed"] = suppressed
-        log.warning("%s", orjson.dumps(line).decode(), extra={"toolcodec": line})
-        return line
+        event(log, logging.WARNING, "proxy_answer", **line)
+        return {"event": "proxy_answer", **line}
 
     def _admit(self) -> int | None:
         now = int(time.monotonic())

@@ -212,6 +212,8 @@ class ChatProxy:
     def _chat_request(self, prepared: Prepared, incoming: dict[str, str]
                       ) -> tuple[HTTPClient, dict[str, str], bytes]:
         """The model's upstream, and the chat completion's headers and body."""
+        if prepared.decode:  # built while the model generates: the decode then only parses
+            self.pool.prepare(prepared.tools, prepared.options or None)
         http, key = self.upstreams.pick(prepared.upstream.get("model"))
         headers = forwarded(incoming, key)
         headers["content-type"] = "application/json"
