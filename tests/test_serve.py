@@ -304,3 +304,19 @@ def test_routes_that_do_not_exist_without_upstream(plain_server) -> None:
     assert r.json()["error"]["code"] == "bad_request"
     r = httpx.get(plain_server.url + "/v1/decode", timeout=10)
     assert r.status_code == 405 and r.headers["allow"] == "POST"
+
+
+def test_a_tool_set_is_prepared_ahead_of_its_decodes(plain_server) -> None:
+    """``POST /v1/prepare`` builds the decoder for a tool set on the workers before any decode
+    needs it; the decodes then answer as before. A body without tools is refused."""
+    tools = [{"name": f"prep_{i}", "parameters": {"type": "object", "properties": {
+        "n": {"type": "integer"}}}} for i in range(8)]
+    answer = post(plain_server, "/v1/prepare", {"tools": tools})
+    assert answer.status_code == 200 and answer.json() == {"prepared": True}
+    out = post(plain_server, "/v1/decode", {
+        "text": '<tool_call>{"name": "prep_3", "arguments": {"n": "4"}}</tool_call>',
+        "tools": tools}).json()
+    assert out["status"] == "ok" and out["result"]["calls"][0]["arguments"] == {"n": 4}
+    for bad in ({}, {"tools": "x"}, {"tools": tools, "options": 3}, {"tools": tools, "x": 1}):
+        refused = post(plain_server, "/v1/prepare", bad)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "bad_request"

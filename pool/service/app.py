@@ -82,6 +82,32 @@ class Service:
             return self.answer(self.local(op, refused, start))
         return self.answer(await self.run(op, body, start, request.scope.get(ARRIVED)))
 
+    async def prepare(self, request: Request) -> Response:
+        """``POST /v1/prepare`` ``{"tools", "options"?, "model"?}``: build the decoder for a
+        tool set on every worker now, so that the decodes that use it spend their budget
+        parsing (docs/http.md). Answers at once: ``{"prepared": true}``."""
+        start = time.perf_counter()
+        try:
+            body, refused = await self.read_object(request)
+        except HTTPException as exc:
+            return self.answer(self.local("prepare", (BAD_REQUEST, f"{exc.status_code}: "
+                                                      f"{exc.detail}"), start),
+                               status=exc.status_code)
+        if refused is None and not isinstance(body.get("tools"), list):
+            refused = (BAD_REQUEST, "prepare needs 'tools' (a list of tool definitions)")
+        if refused is None and not isinstance(body.get("options", {}), dict):
+            refused = (BAD_REQUEST, "prepare: 'options' must be an object")
+        if refused is None and set(body) - {"tools", "options", "model"}:
+            refused = (BAD_REQUEST, f"prepare: unknown field(s) "
+                                    f"{sorted(set(body) - {'tools', 'options', 'model'})}")
+        if refused is None:
+            problem = self.model_options(body)
+            if problem is not None:
+                refused = (BAD_REQUEST, problem)
+        if refused is not None:
+            return self.answer(self.local("prepare", refused, start))
+        return _json(200, {"prepared": self.pool.prepare(body["tools"], body.get("options"))})
+
     async def batch(self, request: Request) -> Response:
         start = time.perf_counter()
         try:
@@ -231,6 +257,7 @@ def build_app(service: Service, extra_routes: list[Route] | None = None,
     routes = [
         *(extra_routes or []),
         Route("/v1/batch", service.batch, methods=["POST"]),
+        Route("/v1/prepare", service.prepare, methods=["POST"]),
         Route("/v1/{op}", service.op, methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
         Route("/metrics", service.metrics_page, methods=["GET"]),
         Route("/healthz", service.healthz, methods=["GET"]),
