@@ -65,6 +65,8 @@ KILL_GRACE_S = 0.001
 # RQ writes heartbeats, state and suspension checks on every job; a few per second are
 # enough for `rq info` and keep those round trips off the per-job path.
 HOUSEKEEPING_EVERY_S = 1.0
+# A dequeue that took longer than this waited for a job to arrive: the lane was idle.
+DEQUEUE_NO_WAIT_S = 0.005
 # How often one lane of the queue looks for ids left in the intermediate list.
 LEFTOVERS_EVERY_S = 5.0
 # A lane's worker that ran this long before its loop ended starts again without delay.
@@ -195,6 +197,7 @@ class ToolcodecWorker(SimpleWorker):
         self._last_leftovers = 0.0
         self._last_suspension_check = 0.0
         self._state_written: str | None = None
+        self._cycle_from = 0.0  # time.monotonic() the lane's cycle for its current job began
 
     # -- lighter RQ housekeeping -------------------------------------------------------------
 
@@ -380,11 +383,15 @@ class ToolcodecWorker(SimpleWorker):
                 self.heartbeat()
                 if self.should_run_maintenance_tasks:
                     self.run_maintenance_tasks()
+                asked = time.monotonic()
                 dequeued = self.queue_class.dequeue_any(
                     self._ordered_queues, timeout, connection=self.connection,
                     job_class=self.job_class, serializer=self.serializer,
                     death_penalty_class=self.death_penalty_class,
                 )
+                got = time.monotonic()
+                # A pop that waited for a job was idle time, not part of the lane's cycle.
+                self._cycle_from = asked if got - asked < DEQUEUE_NO_WAIT_S else got
                 self.link.answered()  # only a whole cycle, the pop included, counts
                 return dequeued
             except DequeueTimeout:
@@ -516,9 +523,12 @@ class ToolcodecWorker(SimpleWorker):
             return error_envelope(op, "worker_lost", WORKER_LOST, msg, job_id=job_id), "crash"
 
     def _reply(self, job: Job, queue: Queue, reply_to: str, env: dict) -> None:
+        # The lane's time for this job, from which callers estimate queue waits: the dequeue
+        # (unless it waited for work) and the run; this reply's round trip is not counted.
+        cycle = time.monotonic() - self._cycle_from if self._cycle_from else None
         try:
             with self.connection.pipeline(transaction=False) as pipe:
-                pipe.rpush(reply_to, proto.encode_reply(job.id, env))
+                pipe.rpush(reply_to, proto.encode_reply(job.id, env, cycle))
                 pipe.pexpire(reply_to, proto.REPLY_TTL_MS)
                 pipe.lrem(proto.intermediate_key(queue.name), 1, job.id)
                 pipe.delete(job.key)
