@@ -334,7 +334,9 @@ class RQBackend:
         call.wake()
 
     def _deliver(self, job_id: str, envelope: dict[str, Any], lane_s: float | None) -> None:
-        if lane_s is not None:
+        if lane_s is not None and envelope.get("status") in ("ok", "error"):
+            # A killed job's cycle is its budget: one runaway would inflate the estimate
+            # and shed healthy jobs for the next few dozen.
             self.times.observe(lane_s)
         with self._lock:
             call = self._waiters.pop(job_id, None)

@@ -65,6 +65,12 @@ KILL_GRACE_S = 0.001
 # RQ writes heartbeats, state and suspension checks on every job; a few per second are
 # enough for `rq info` and keep those round trips off the per-job path.
 HOUSEKEEPING_EVERY_S = 1.0
+# A job still running after this share of what was left of its budget when it started (and
+# at least DEMOTE_AFTER_S) is
+# likely a runaway: its process drops to DEMOTED_NICE until it ends or is killed.
+DEMOTE_SHARE = 0.25
+DEMOTE_AFTER_S = 0.01
+DEMOTED_NICE = 19
 # A dequeue that took longer than this waited for a job to arrive: the lane was idle.
 DEQUEUE_NO_WAIT_S = 0.005
 # How often one lane of the queue looks for ids left in the intermediate list.
@@ -512,12 +518,24 @@ class ToolcodecWorker(SimpleWorker):
         except WorkerDied:
             self._restart_child("crash")  # died between jobs; this job was not sent
             self.child.send(task)
-        if not self.child.poll(deadline - time.time() + KILL_GRACE_S):
-            self.child.kill()
-            msg = f"job {job_id} ran past its deadline; its worker process was killed"
-            return error_envelope(op, "timeout", TIMEOUT, msg, job_id=job_id), "timeout"
+        demoted = False
+        left = deadline - time.time()
+        overrun = min(left, max(DEMOTE_AFTER_S, DEMOTE_SHARE * left))
+        if not self.child.poll(overrun):
+            # Likely a runaway: until its deadline it runs at the lowest CPU priority, so
+            # on a busy host it does not take the cores the other lanes' jobs need.
+            demoted = _set_priority(self.child.pid, DEMOTED_NICE)
+            if not self.child.poll(deadline - time.time() + KILL_GRACE_S):
+                self.child.kill()
+                msg = f"job {job_id} ran past its deadline; its worker process was killed"
+                return error_envelope(op, "timeout", TIMEOUT, msg, job_id=job_id), "timeout"
         try:
-            return self.child.recv(), None
+            env = self.child.recv()
+            if demoted and not _set_priority(self.child.pid, 0):
+                # Not allowed to raise it again (no CAP_SYS_NICE): a fresh child instead.
+                log.info("worker %s: replacing a child demoted by a slow job", self.name)
+                self.child.restart()
+            return env, None
         except WorkerDied as exc:
             msg = f"job {job_id}: the worker process died while running it ({exc})"
             return error_envelope(op, "worker_lost", WORKER_LOST, msg, job_id=job_id), "crash"
@@ -546,6 +564,17 @@ class ToolcodecWorker(SimpleWorker):
     def _set_lane(self, state: str) -> None:
         if self.lanes is not None:
             self.lanes.set(self.name, state)
+
+
+def _set_priority(pid: int | None, nice: int) -> bool:
+    """Set the CPU priority of process ``pid``; whether it was allowed."""
+    if pid is None:
+        return False
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, nice)
+    except OSError:  # not permitted, or the process is gone
+        return False
+    return True
 
 
 def _before(deadline: bytes, cutoff: float) -> bool:
