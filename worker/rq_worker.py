@@ -261,15 +261,18 @@ class ToolcodecWorker(SimpleWorker):
         cutoff = time.time() - proto.LEFTOVER_AFTER_S
         stale = [i for i, exists, deadline in zip(ids, found[::2], found[1::2], strict=True)
                  if not exists or (deadline is not None and _before(deadline, cutoff))]
+        removed = 0
         if stale:
             with self.connection.pipeline(transaction=False) as pipe:
                 for job_id in stale:
                     pipe.lrem(key, 1, job_id)
                 pipe.delete(*map(proto.job_key, stale))
-                pipe.execute()
+                # A lane that answered meanwhile removed its own id: only the rest count.
+                removed = sum(pipe.execute()[:-1])
+        if removed:
             log.warning("worker %s: removed %d job id(s) a stopped worker left in %s",
-                        self.name, len(stale), key)
-        return len(stale)
+                        self.name, removed, key)
+        return removed
 
     def run_maintenance_tasks(self) -> None:
         """Registry clean-up only: RQ's scheduler start and group clean-up are not ours."""
