@@ -656,3 +656,15 @@ def test_a_command_redis_refuses_is_logged_once_not_spun_on(own_redis_server, tm
         assert "refused job" not in log
     finally:
         group.stop()
+
+
+def test_map_sends_every_job_and_keeps_the_order(start_rq_worker, redis_server,
+                                                 queue_name) -> None:
+    from toolcodec.pool import api
+    start_rq_worker(concurrency=2)
+    with api.Pool(backend="rq", redis_url=redis_server.url, queue=queue_name,
+                  timeout_ms=5000) as pool:
+        outs = pool.map("repair", [{"text": f"[{i}, "} for i in range(30)] + [{"text": object()}])
+    assert [o["status"] for o in outs] == ["ok"] * 30 + ["error"]
+    assert [o["result"]["value"] for o in outs[:30]] == [[i] for i in range(30)]
+    assert outs[30]["error"]["code"] == "bad_request"

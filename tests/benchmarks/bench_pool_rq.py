@@ -2,7 +2,7 @@
 
     python tests/benchmarks/bench_pool_rq.py [--quick] [--rounds N] [--baseline COMMIT]
 
-Starts its own redis-server. Three parts:
+Starts its own redis-server. Four parts:
 
 1. Throughput at 16 caller threads, ``toolcodec worker --concurrency 2`` (two lanes), a 1 KB
    ``decode`` job: the RQ backend as it is now against the previous implementation
@@ -14,7 +14,9 @@ Starts its own redis-server. Three parts:
 2. One event loop, 48 ``Pool.asubmit`` calls in flight, 12 lanes running 100 ms jobs (the lanes
    can answer 120/s): the native ``asubmit`` against the previous backend, which ``Pool`` ran
    in asyncio's default thread pool.
-3. Plain RQ as its documentation shows it (``Queue.enqueue`` then
+3. Overload: one lane of 10 ms jobs, 32 asyncio callers with 50 ms budgets: ok answers per
+   second (goodput) and what the rest were told, now and before.
+4. Plain RQ as its documentation shows it (``Queue.enqueue`` then
    ``Job.latest_result(timeout=...)``) with two worker processes, for the latency targets.
 """
 
@@ -198,6 +200,49 @@ def bench_event_loop(url: str, before_cls: type | None, jobs: int) -> dict[str, 
     return out
 
 
+def bench_overload(url: str, before_cls: type | None, jobs: int) -> dict[str, dict]:
+    """Goodput under overload: one lane of 10 ms jobs (at most 100/s), 32 asyncio callers
+    with 50 ms budgets, each pausing 10 ms after an answer that is not ok (a client honouring
+    a short Retry-After). Returns, per backend, ok answers/s and the count of each answer."""
+    group = WorkerProcessGroup(url, "bench-overload", concurrency=1)
+    group.start()
+    out = {}
+    try:
+        contenders = {"now": RQBackend} | ({"before": before_cls} if before_cls else {})
+        for name, cls in contenders.items():
+            with Pool(backend="rq", redis_url=url, queue="bench-overload",
+                      timeout_ms=50) as pool:
+                if name == "before":
+                    pool._impl.close()
+                    pool._impl = cls(redis_url=url, queue="bench-overload", timeout_ms=50)
+                for _ in range(10):  # the lane's time is known before the load starts
+                    pool.submit("_sleep", {"seconds": 0.01}, timeout_ms=5000)
+
+                async def run(pool: Pool = pool) -> dict:
+                    left, seen = jobs, {}
+                    t0 = time.perf_counter()
+
+                    async def caller() -> None:
+                        nonlocal left
+                        while left > 0:
+                            left -= 1
+                            env = await pool.asubmit("_sleep", {"seconds": 0.01})
+                            key = env["status"] if env["status"] != "error" else \
+                                env["error"]["code"]
+                            seen[key] = seen.get(key, 0) + 1
+                            if env["status"] != "ok":
+                                await asyncio.sleep(0.01)
+
+                    await asyncio.gather(*(caller() for _ in range(32)))
+                    wall = time.perf_counter() - t0
+                    return {"goodput": seen.get("ok", 0) / wall, "answers": seen}
+
+                out[name] = asyncio.run(run())
+    finally:
+        group.stop()
+    return out
+
+
 def start_plain(kind: str, url: str, queue: str, n: int = 2) -> list[subprocess.Popen]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen([sys.executable, "-c", PLAIN_WORKER, kind, url, queue], env=env,
@@ -248,6 +293,7 @@ def main() -> None:
     try:
         tp = bench_throughput(server.url, args.rounds, max(10, int(100 * scale)), before_cls)
         loop = bench_event_loop(server.url, before_cls, max(60, int(300 * scale)))
+        overload = bench_overload(server.url, before_cls, max(200, int(1000 * scale)))
         plain = {kind: bench_plain(kind, server.url, max(10, int(n * scale)))
                  for kind, n in (("default", 40), ("simple", 200))}
     finally:
@@ -280,6 +326,10 @@ def main() -> None:
     print("one event loop, 48 asubmit in flight, 12 lanes of 100 ms jobs (lanes: 120/s)")
     for name, rate in loop.items():
         print(f"  {name:8} {rate:6.1f} answers/s")
+    print()
+    print("overload: 1 lane of 10 ms jobs (<= 100/s), 32 asyncio callers, 50 ms budgets")
+    for name, r in overload.items():
+        print(f"  {name:8} goodput {r['goodput']:6.1f} ok/s  answers {r['answers']}")
     print()
     p50 = tp["single_p50"]["now"]
     print(f"1 caller p50: now {p50:.2f} ms"
