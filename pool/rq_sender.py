@@ -108,8 +108,9 @@ class Sender(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - this thread must outlive any bug
                 log.exception("toolcodec RQ enqueue thread: a batch failed")
                 message = f"the enqueue thread failed: {type(exc).__name__}: {exc}"
-                for call in batch:  # a call settled already ignores this
-                    self._settle(call, ("unavailable", message))
+                for call in batch:  # those not queued yet; one answered already ignores it
+                    if call.state == SENT:
+                        self._settle(call, ("unavailable", message))
 
     def _take(self) -> list[Call] | None:
         """The next batch, each call marked SENT; ``None`` once stopped and drained."""
