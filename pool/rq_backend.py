@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import math
 import queue
 import threading
@@ -60,6 +61,8 @@ for i, id in ipairs(ARGV) do
 end
 return removed
 """
+
+log = logging.getLogger("toolcodec.pool")
 
 # Any Redis error — unreachable, timed out, or a server that answers another protocol
 # (an HTTP server or a proxy on that port: InvalidResponse) — means the backend is unavailable.
@@ -371,7 +374,7 @@ class _ReplyListener(threading.Thread):
         self._deliver = deliver
         self._fail_all = fail_all
         self._stop_event = threading.Event()
-        self._blmpop = True  # until the server says it does not know BLMPOP
+        self._blmpop = self._lpop = True  # until the server refuses them
         self._redis = redis.Redis.from_url(
             redis_url, socket_connect_timeout=connect_timeout,
             socket_timeout=self.BLOCK_SECONDS + connect_timeout + 1,
@@ -389,20 +392,30 @@ class _ReplyListener(threading.Thread):
 
     def _pop(self) -> list[bytes]:
         """The replies waiting, up to DRAIN, after at most BLOCK_SECONDS; one round trip
-        (BLMPOP, Redis 7) or, on an older Redis, a BLPOP and an LPOP of what gathered."""
+        (BLMPOP, Redis 7). A server without it, or an ACL that does not allow it (the
+        caller's user of older deployments), gets BLPOP and, if allowed, an LPOP of what
+        gathered."""
         if self._blmpop:
             try:
                 popped = self._redis.blmpop(self.BLOCK_SECONDS, 1, self._key,
                                             direction="LEFT", count=self.DRAIN)
                 return [] if popped is None else popped[1]
-            except redis.exceptions.ResponseError as exc:
-                if "unknown command" not in str(exc).lower():
-                    raise
+            except redis.exceptions.ResponseError as exc:  # unknown command, or NOPERM
+                log.warning("toolcodec RQ caller: BLMPOP refused (%s); reading replies with "
+                            "BLPOP instead", exc)
                 self._blmpop = False
         popped = self._redis.blpop([self._key], timeout=self.BLOCK_SECONDS)
         if popped is None:
             return []
-        return [popped[1], *(self._redis.lpop(self._key, self.DRAIN - 1) or [])]
+        if not self._lpop:
+            return [popped[1]]
+        try:
+            return [popped[1], *(self._redis.lpop(self._key, self.DRAIN - 1) or [])]
+        except redis.exceptions.ResponseError as exc:
+            log.warning("toolcodec RQ caller: LPOP refused (%s); one reply per round trip",
+                        exc)
+            self._lpop = False
+            return [popped[1]]
 
     def run(self) -> None:
         backoff = 0.01
