@@ -1,47 +1,54 @@
 """The caller's side of the Redis/RQ backend: enqueue an RQ job, wait for its reply.
 
-One round trip enqueues: a Lua script checks the queue length (back-pressure), writes the
-job hash that :meth:`rq.job.Job.to_dict` produced, sets its TTL and pushes the id on RQ's
-queue list. Replies come back on a per-process list that one listener thread BLPOPs; it
-hands each reply to the waiting thread through a :class:`threading.Event`, so callers never
-poll and the deadline is kept on the caller's own clock (Redis timeouts overshoot).
-See ``docs/rq.md`` for the measurements behind these choices.
+A caller never talks to Redis itself. Its job (a :class:`~toolcodec.pool.rq_calls.Call`)
+goes to the enqueue thread (:mod:`toolcodec.pool.rq_sender`), which pipelines the jobs that
+gathered into one write: a Lua script per job checks the queue (full, or too deep for the
+job's budget: ``rejected``), writes the job hash that :meth:`rq.job.Job.to_dict` produced,
+sets its TTL and pushes the id on RQ's queue list. Replies come back on a per-process list
+that one listener thread pops in batches; it wakes the waiting thread (an
+:class:`threading.Event`) or event loop (a future), so callers never poll, no thread is
+spent per job, and every deadline is kept on the caller's own clock.
+
+What a caller whose budget ran out answers: ``timeout`` once its job was queued;
+``rejected`` (reason ``shed``) while Redis kept answering, i.e. overload;
+``backend_unavailable`` only when Redis answered nothing since the job was sent (or, for a
+job not yet sent, since the caller arrived while Redis was being waited on). See
+``docs/rq.md`` and ``docs/pool.md``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import logging
 import math
 import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 from rq.job import Job, JobStatus
-from rq.utils import now
+from rq.utils import now, utcformat
 from toolcodec.errors import BACKEND_UNAVAILABLE, BAD_REQUEST, REJECTED, TIMEOUT
 from toolcodec.pool.door import check_budget
+from toolcodec.pool.rq_calls import (
+    ACCEPTED,
+    CANCELLED,
+    QUEUED,
+    SENT,
+    Call,
+    LaneTimes,
+    RedisHealth,
+)
+from toolcodec.pool.rq_sender import Outcome, Sender, enqueue_command
 from toolcodec.worker import rq_protocol as proto
+from toolcodec.worker.deadlines import CLOSED, QUEUE_FULL, shed_envelope
 from toolcodec.worker.envelope import complete
 from toolcodec.worker.envelope import error_envelope as _error
 from toolcodec.worker.logs import note_job_id
-
-# KEYS: queue list, job hash, RQ's set of queues.
-# ARGV: max queue length, job TTL (ms), job id, queue key, then the hash's field/value pairs.
-_ENQUEUE_LUA = """
-local depth = redis.call('LLEN', KEYS[1])
-if depth >= tonumber(ARGV[1]) then return {0, depth} end
-redis.call('HSET', KEYS[2], unpack(ARGV, 5))
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-redis.call('SADD', KEYS[3], ARGV[4])
-return {1, redis.call('RPUSH', KEYS[1], ARGV[3])}
-"""
 
 # KEYS: queue list, then the job hashes of ARGV's ids. A hash is deleted only when its id was
 # still queued: a lane that already took the job reads the hash after its BLMOVE.
@@ -56,64 +63,12 @@ end
 return removed
 """
 
-_budget = threading.local()  # .deadline: the calling thread's end of budget (time.monotonic())
-
-
-class _BudgetBound:
-    """Mixed into the caller's connection class: a connection made on a caller's path
-    connects and shakes hands within what is left of that caller's budget, with no retry.
-
-    Otherwise a Redis that accepts connections but does not answer (stopped, swapping) holds
-    the caller for the client's socket timeout, once per retry: 500 ms on a 50 ms budget.
-    """
-
-    socket_connect_timeout: float | None
-    socket_timeout: float | None
-    _sock: Any
-
-    def connect(self) -> None:
-        deadline = getattr(_budget, "deadline", None)
-        if deadline is None or self._sock is not None:
-            super().connect()  # type: ignore[misc]
-            return
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise redis.exceptions.TimeoutError("the budget ran out before connecting")
-        saved = self.socket_connect_timeout, self.socket_timeout
-        self.socket_connect_timeout = min(saved[0] or left, left)
-        self.socket_timeout = min(saved[1] or left, left)
-        try:
-            self.connect_check_health(check_health=False, retry_socket_connect=False)
-        finally:
-            self.socket_connect_timeout, self.socket_timeout = saved
-            if self._sock is not None:
-                self._sock.settimeout(saved[1])
-
-
-def _budget_bound_client(url: str, connect_timeout: float) -> redis.Redis:
-    """A client whose connections, made on a caller's thread, keep to its budget."""
-    pool = redis.ConnectionPool.from_url(
-        url, socket_connect_timeout=connect_timeout, socket_timeout=connect_timeout,
-        retry=Retry(NoBackoff(), 0), driver_info=None)
-    base = pool.connection_class
-    pool.connection_class = type(f"BudgetBound{base.__name__}", (_BudgetBound, base), {})
-    return redis.Redis(connection_pool=pool)
-
+log = logging.getLogger("toolcodec.pool")
 
 # Any Redis error — unreachable, timed out, or a server that answers another protocol
 # (an HTTP server or a proxy on that port: InvalidResponse) — means the backend is unavailable.
 _REDIS_ERRORS = (redis.exceptions.RedisError,)
 _STOP = b"\x00stop"
-
-
-@dataclass(slots=True)
-class _Waiter:
-    """One thread waiting for one job's reply."""
-
-    deadline: float  # time.monotonic()
-    op: str
-    event: threading.Event = field(default_factory=threading.Event)
-    envelope: dict[str, Any] | None = None
 
 
 class RQBackend:
@@ -147,15 +102,23 @@ class RQBackend:
         self.max_queue = int(max_queue)
         self.client_id = uuid.uuid4().hex
         self._reply_key = proto.reply_key(self.client_id)
-        self._keys = (proto.queue_key(queue), "rq:queues")
-        # No client-info handshake on (re)connect: after a timeout the next call reconnects,
-        # and a reply it waited for there would not be bounded by the caller's deadline.
-        self._redis = _budget_bound_client(redis_url, connect_timeout)
-        self._enqueue_sha = self._redis.register_script(_ENQUEUE_LUA).sha
-        self._waiters: dict[str, _Waiter] = {}
+        self._keys = (proto.queue_key(queue), "rq:queues", proto.workers_key(queue))
+        # No retries and no client-info handshake: a command that fails is reported, and a
+        # stalled Redis holds the enqueue thread for at most connect_timeout per attempt.
+        self._redis = redis.Redis.from_url(
+            redis_url, socket_connect_timeout=connect_timeout, socket_timeout=connect_timeout,
+            retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0), driver_info=None)
+        self._waiters: dict[str, Call] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._ids = itertools.count()
+        self._templates: dict[tuple[str, float], list[Any]] = {}  # see _job_fields
+        self.times = LaneTimes()
+        self.health = RedisHealth()
+        self._sender = Sender(self._redis.connection_pool, self._lock, self._settle,
+                              self.times, self.health,
+                              name=f"toolcodec-rq-enqueue-{self.client_id[:8]}")
+        self._sender.start()
         self._listener = _ReplyListener(redis_url, connect_timeout, self._reply_key,
                                         self._deliver, self._fail_all)
         self._listener.start()
@@ -183,13 +146,44 @@ class RQBackend:
         counted from ``arrived`` (a ``time.monotonic()``) when the request waited before.
         """
         start = time.monotonic() if arrived is None else min(arrived, time.monotonic())
-        budget, why = check_budget(timeout_ms, self.timeout_ms)
-        env = (_error(op, "error", BAD_REQUEST, why, field="timeout_ms") if budget is None
-               else self._submit(op, payload, start, budget))
-        env = complete(env, op, self.backend, start)
-        if self.metrics is not None:
-            self.metrics.observe(op, self.backend, env)
-        return env
+        call = self._prepare(op, payload, timeout_ms, start, None)
+        if isinstance(call, Call):
+            self._sender.put(call)
+            call.wait()
+            env = self._conclude(call)
+        else:
+            env = call
+        return self._complete(env, op, start)
+
+    async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
+                      arrived: float | None = None) -> dict[str, Any]:
+        """Like :meth:`submit`, awaitable: no thread is taken while the job is out (the
+        enqueue thread sends it, the listener wakes this loop with its reply)."""
+        start = time.monotonic() if arrived is None else min(arrived, time.monotonic())
+        call = self._prepare(op, payload, timeout_ms, start, asyncio.get_running_loop())
+        if isinstance(call, Call):
+            self._sender.put(call)
+            try:
+                await call.await_()
+            finally:  # also when the awaiting task is cancelled: the job is taken back
+                env = self._conclude(call)
+        else:
+            env = call
+        return self._complete(env, op, start)
+
+    def map(self, op: str, payloads: Iterable[dict], *,
+            timeout_ms: float | None = None) -> list[dict[str, Any]]:
+        """Run one job per payload at once, all sent together; envelopes in order."""
+        start = time.monotonic()
+        prepared = [self._prepare(op, p, timeout_ms, start, None) for p in payloads]
+        self._sender.put_many([c for c in prepared if isinstance(c, Call)])
+        out = []
+        for call in prepared:
+            if isinstance(call, Call):
+                call.wait()
+                call = self._conclude(call)
+            out.append(self._complete(call, op, start))
+        return out
 
     def queue_depth(self) -> int:
         """Jobs waiting in Redis for a worker (raises ``redis`` errors if unreachable)."""
@@ -201,6 +195,7 @@ class RQBackend:
         end = time.monotonic() + timeout
         while self._waiters and time.monotonic() < end:
             time.sleep(0.005)
+        self._sender.stop()
         self._listener.stop()
         self._withdrawer.stop()
         self._redis.close()
@@ -211,83 +206,66 @@ class RQBackend:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- submit steps ----------------------------------------------------------------------
+    # -- a call's steps --------------------------------------------------------------------
 
-    def _submit(self, op: str, payload: dict, start: float, budget: float) -> dict[str, Any]:
+    def _complete(self, env: dict[str, Any], op: str, start: float) -> dict[str, Any]:
+        env = complete(env, op, self.backend, start)
+        if self.metrics is not None:
+            self.metrics.observe(op, self.backend, env)
+        return env
+
+    def _prepare(self, op: str, payload: dict, timeout_ms: float | None, start: float,
+                 loop: asyncio.AbstractEventLoop | None) -> Call | dict[str, Any]:
+        """A call ready for the enqueue thread, or the envelope that answers it at once."""
+        budget, why = check_budget(timeout_ms, self.timeout_ms)
+        if budget is None:
+            return _error(op, "error", BAD_REQUEST, why, field="timeout_ms")
         if self._closed:
-            return _error(op, "rejected", REJECTED, "the RQ backend is closed; create a new Pool")
+            return _error(op, "rejected", REJECTED,
+                          "the RQ backend is closed; create a new Pool", reason=CLOSED)
+        deadline = start + budget
+        left = deadline - time.monotonic()
+        reserve = self.times.reserve(budget)
+        if left <= reserve:  # e.g. the request's body arrived after most of its budget
+            return shed_envelope(op, budget, budget - left, reserve)
         job_id = f"tc-{self.client_id[:12]}-{next(self._ids)}"
         note_job_id(job_id)  # the caller's log lines name it, as the worker's do
         try:
-            fields = self._job_fields(job_id, op, payload, budget)
+            fields = self._job_fields(job_id, op, payload, budget, left)
         except (TypeError, ValueError) as exc:
             return _error(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
-        waiter = _Waiter(deadline=start + budget, op=op)
+        try:
+            head, tail = enqueue_command(
+                (self._keys[0], proto.job_key(job_id), self._keys[1], self._keys[2]),
+                [self.max_queue, _job_ttl_ms(budget), job_id, self._keys[0]], fields)
+        except TypeError as exc:
+            return _error(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
+        call = Call(job_id, op, start, deadline, head, tail, loop)
         with self._lock:
-            self._waiters[job_id] = waiter
-        try:
-            accepted, depth = self._run_enqueue(
-                [self._keys[0], proto.job_key(job_id), self._keys[1]],
-                [self.max_queue, _job_ttl_ms(budget), job_id, self._keys[0], *fields],
-                waiter.deadline,
-            )
-        except _REDIS_ERRORS as exc:
-            self._forget(job_id)
-            self._withdrawer.withdraw(job_id)  # a slow Redis may have queued it after all
-            return _unavailable(op, f"could not enqueue on Redis: {exc}")
-        if not accepted:
-            self._forget(job_id)
-            return _error(
-                op, "rejected", REJECTED,
-                f"queue {self.queue!r} holds {depth} jobs (limit {self.max_queue}); try later",
-                queue_depth=int(depth),
-            )
-        return self._wait(job_id, op, waiter)
+            self._waiters[job_id] = call
+        return call
 
-    def _run_enqueue(self, keys: list[str], args: list[Any], deadline: float) -> list[int]:
-        """Run the enqueue script, waiting for Redis no later than ``deadline``.
+    def _job_fields(self, job_id: str, op: str, payload: dict, budget: float,
+                    left: float) -> list[Any]:
+        """The RQ job hash's fields, as :meth:`rq.job.Job.to_dict` writes them.
 
-        One command on one pooled connection, read with the caller's remaining budget as its
-        timeout (the client's socket timeout would hold a caller past it when Redis hangs),
-        and without the client's retries, which would do the same.
+        ``Job.create`` and ``to_dict`` cost about 60 µs a job; their output depends on the
+        job only through the fields replaced here, so each (op, budget) is made once by RQ
+        and reused. ``data`` is stored uncompressed, which RQ reads as it is.
         """
-        pool = self._redis.connection_pool
-        _budget.deadline = deadline
-        try:
-            conn = pool.get_connection()  # a new connection connects within the budget
-        finally:
-            _budget.deadline = None
-        try:
-            try:
-                return self._command(conn, deadline, "EVALSHA", self._enqueue_sha, *keys, *args,
-                                     nkeys=len(keys))
-            except redis.exceptions.NoScriptError:  # a restarted Redis forgot the script
-                return self._command(conn, deadline, "EVAL", _ENQUEUE_LUA, *keys, *args,
-                                     nkeys=len(keys))
-        finally:
-            pool.release(conn)
+        deadline = time.time() + left
+        job = {"id": job_id, "op": op, "payload": payload, "deadline": deadline}
+        data = proto.SERIALIZER.dumps((proto.RUN_JOB, None, (job,), {}))
+        stamp = utcformat(now())
+        template = self._templates.get((op, budget))
+        if template is None:
+            template = self._template(op, budget)
+        return [*template, "created_at", stamp, "enqueued_at", stamp, "data", data,
+                proto.DEADLINE_FIELD, repr(deadline)]
 
-    @staticmethod
-    def _command(conn: Any, deadline: float, name: str, script: str, *rest: Any,
-                 nkeys: int) -> Any:
-        remaining = deadline - time.monotonic()
-        if remaining > 0 and conn._sock is not None:  # a full send buffer waits this long
-            conn._sock.settimeout(remaining)
-        try:
-            conn.send_command(name, script, nkeys, *rest)
-        finally:
-            if conn._sock is not None:
-                conn._sock.settimeout(conn.socket_timeout)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            conn.disconnect()  # the reply would arrive on the next caller's read
-            raise redis.exceptions.TimeoutError("the budget ran out while enqueueing")
-        return conn.read_response(timeout=remaining)
-
-    def _job_fields(self, job_id: str, op: str, payload: dict, budget: float) -> list[Any]:
-        job = {"id": job_id, "op": op, "payload": payload, "deadline": time.time() + budget}
+    def _template(self, op: str, budget: float) -> list[Any]:
         rq_job = Job.create(
-            proto.RUN_JOB, args=(job,), id=job_id, connection=self._redis,
+            proto.RUN_JOB, args=({},), connection=self._redis,
             serializer=proto.SERIALIZER, origin=self.queue, description=f"toolcodec {op}",
             # RQ's own limits are whole seconds; the worker enforces the real budget.
             timeout=max(1, math.ceil(budget)), result_ttl=0, ttl=_job_ttl_ms(budget) // 1000,
@@ -295,57 +273,110 @@ class RQBackend:
         )
         rq_job._status = JobStatus.QUEUED
         rq_job.enqueued_at = now()
-        fields = {**rq_job.to_dict(), proto.DEADLINE_FIELD: repr(job["deadline"])}
-        return [x for kv in fields.items() for x in kv]
+        replaced = ("created_at", "enqueued_at", "data", proto.DEADLINE_FIELD)
+        fields = [x for kv in rq_job.to_dict().items() if kv[0] not in replaced for x in kv]
+        if len(self._templates) >= 64:  # budgets vary per request: keep the cache small
+            self._templates.clear()
+        self._templates[(op, budget)] = fields
+        return fields
 
-    def _wait(self, job_id: str, op: str, waiter: _Waiter) -> dict[str, Any]:
-        remaining = waiter.deadline - time.monotonic()
-        if remaining > 0 and waiter.event.wait(remaining) and waiter.envelope is not None:
-            return dict(waiter.envelope)
-        self._forget(job_id)
-        if waiter.envelope is not None:  # the reply raced the deadline and won
-            return dict(waiter.envelope)
-        self._withdrawer.withdraw(job_id)
-        return _error(op, "timeout", TIMEOUT, f"no reply within the budget (job {job_id})",
-                      job_id=job_id)
-
-    def _forget(self, job_id: str) -> None:
+    def _conclude(self, call: Call) -> dict[str, Any]:
+        """What the caller answers once woken or at its deadline (see the module)."""
         with self._lock:
-            self._waiters.pop(job_id, None)
+            call.over = True
+            self._waiters.pop(call.job_id, None)
+            env, state = call.envelope, call.state
+            if env is None and state == QUEUED:
+                call.state = CANCELLED  # the enqueue thread will not send it
+        if env is not None:
+            return dict(env)
+        budget = call.deadline - call.start
+        if state == ACCEPTED:
+            self._withdrawer.withdraw(call.job_id)
+            return _error(call.op, "timeout", TIMEOUT,
+                          f"no reply within the budget (job {call.job_id})", job_id=call.job_id)
+        if state == SENT:
+            self._withdrawer.withdraw(call.job_id)  # Redis may have queued it after all
+        if self.health.silent_since(call.sent_at or call.start):
+            return _unavailable(call.op, f"no answer from Redis within the budget of "
+                                         f"{budget * 1000:g} ms")
+        return shed_envelope(call.op, budget, time.monotonic() - call.start,
+                             self.times.reserve(budget), stage="enqueue")
 
-    # -- called by the listener ------------------------------------------------------------
+    # -- called by the enqueue thread and the listener -------------------------------------
 
-    def _deliver(self, job_id: str, envelope: dict[str, Any]) -> None:
+    def _settle(self, call: Call, outcome: Outcome) -> None:
+        kind, value = outcome
+        if kind == "queued":
+            with self._lock:
+                if call.state == SENT:
+                    call.state = ACCEPTED
+                    call.queue_depth = value
+            return
+        if kind == "unavailable":
+            self._withdrawer.withdraw(call.job_id)
+            env = _unavailable(call.op, value)
+        elif kind == "full":
+            env = _error(call.op, "rejected", REJECTED,
+                         f"queue {self.queue!r} holds {value} jobs (limit {self.max_queue}); "
+                         "try later", queue_depth=int(value), reason=QUEUE_FULL)
+        else:
+            budget = call.deadline - call.start
+            waited = time.monotonic() - call.start
+            reserve = self.times.reserve(budget)
+            details = {} if kind == "late" else {
+                "queue_depth": value[0], "lanes": value[1],
+                "expected_wait_ms": round(value[0] * self.times.mean / value[1] * 1000, 3)}
+            env = shed_envelope(call.op, budget, waited, reserve, **details)
+        self._finish(call, env)
+
+    def _finish(self, call: Call, env: dict[str, Any]) -> None:
         with self._lock:
-            waiter = self._waiters.pop(job_id, None)
-        if waiter is not None:  # else the caller already gave up at its deadline
-            waiter.envelope = envelope
-            waiter.event.set()
+            if call.over or call.envelope is not None:
+                return
+            call.envelope = env
+            self._waiters.pop(call.job_id, None)
+        call.wake()
+
+    def _deliver(self, job_id: str, envelope: dict[str, Any], lane_s: float | None) -> None:
+        if lane_s is not None and envelope.get("status") in ("ok", "error"):
+            # A killed job's cycle is its budget: one runaway would inflate the estimate
+            # and shed healthy jobs for the next few dozen.
+            self.times.observe(lane_s)
+        with self._lock:
+            call = self._waiters.pop(job_id, None)
+            if call is None or call.over or call.envelope is not None:
+                return  # the caller already answered at its deadline
+            call.envelope = envelope
+        call.wake()
 
     def _fail_all(self, message: str) -> None:
         with self._lock:
-            waiters, self._waiters = self._waiters, {}
-        for waiter in waiters.values():
-            waiter.envelope = _unavailable(waiter.op, message)
-            waiter.event.set()
+            calls = list(self._waiters.values())
+        for call in calls:
+            self._finish(call, _unavailable(call.op, message))
 
 
 class _ReplyListener(threading.Thread):
-    """BLPOPs one reply list and hands each reply to ``deliver(job_id, envelope)``.
+    """Pops one reply list and hands each reply to ``deliver(job_id, envelope, lane_s)``:
+    up to :attr:`DRAIN` at a time, in one blocking round trip.
 
     On a lost connection it calls ``fail_all(message)`` at once (the jobs in flight are not
     coming back from a restarted Redis) and reconnects with a short backoff.
     """
 
     BLOCK_SECONDS = 1
+    DRAIN = 256
 
     def __init__(self, redis_url: str, connect_timeout: float, reply_key: str,
-                 deliver: Callable[[str, dict], None], fail_all: Callable[[str], None]) -> None:
+                 deliver: Callable[[str, dict, float | None], None],
+                 fail_all: Callable[[str], None]) -> None:
         super().__init__(name=f"toolcodec-rq-replies-{reply_key[-32:-24]}", daemon=True)
         self._key = reply_key
         self._deliver = deliver
         self._fail_all = fail_all
         self._stop_event = threading.Event()
+        self._blmpop = self._lpop = True  # until the server refuses them
         self._redis = redis.Redis.from_url(
             redis_url, socket_connect_timeout=connect_timeout,
             socket_timeout=self.BLOCK_SECONDS + connect_timeout + 1,
@@ -361,22 +392,48 @@ class _ReplyListener(threading.Thread):
         self.join(timeout=self.BLOCK_SECONDS + 1)
         self._redis.close()
 
+    def _pop(self) -> list[bytes]:
+        """The replies waiting, up to DRAIN, after at most BLOCK_SECONDS; one round trip
+        (BLMPOP, Redis 7). A server without it, or an ACL that does not allow it (the
+        caller's user of older deployments), gets BLPOP and, if allowed, an LPOP of what
+        gathered."""
+        if self._blmpop:
+            try:
+                popped = self._redis.blmpop(self.BLOCK_SECONDS, 1, self._key,
+                                            direction="LEFT", count=self.DRAIN)
+                return [] if popped is None else popped[1]
+            except redis.exceptions.ResponseError as exc:  # unknown command, or NOPERM
+                log.warning("toolcodec RQ caller: BLMPOP refused (%s); reading replies with "
+                            "BLPOP instead", exc)
+                self._blmpop = False
+        popped = self._redis.blpop([self._key], timeout=self.BLOCK_SECONDS)
+        if popped is None:
+            return []
+        if not self._lpop:
+            return [popped[1]]
+        try:
+            return [popped[1], *(self._redis.lpop(self._key, self.DRAIN - 1) or [])]
+        except redis.exceptions.ResponseError as exc:
+            log.warning("toolcodec RQ caller: LPOP refused (%s); one reply per round trip",
+                        exc)
+            self._lpop = False
+            return [popped[1]]
+
     def run(self) -> None:
         backoff = 0.01
         while not self._stop_event.is_set():
             try:
-                popped = self._redis.blpop([self._key], timeout=self.BLOCK_SECONDS)
+                raws = self._pop()
             except (*_REDIS_ERRORS, OSError, ValueError) as exc:  # the thread must survive all
                 self._fail_all(f"lost the connection to Redis while waiting: {exc}")
                 self._stop_event.wait(backoff)
                 backoff = min(backoff * 2, 0.5)
                 continue
             backoff = 0.01
-            if popped is None or popped[1] == _STOP:
-                continue
-            reply = proto.decode_reply(popped[1])
-            if reply is not None:
-                self._deliver(*reply)
+            for raw in raws:
+                reply = None if raw == _STOP else proto.decode_reply(raw)
+                if reply is not None:
+                    self._deliver(*reply)
 
 
 class _Withdrawer(threading.Thread):

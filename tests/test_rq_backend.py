@@ -656,3 +656,32 @@ def test_a_command_redis_refuses_is_logged_once_not_spun_on(own_redis_server, tm
         assert "refused job" not in log
     finally:
         group.stop()
+
+
+def test_map_sends_every_job_and_keeps_the_order(start_rq_worker, redis_server,
+                                                 queue_name) -> None:
+    from toolcodec.pool import api
+    start_rq_worker(concurrency=2)
+    with api.Pool(backend="rq", redis_url=redis_server.url, queue=queue_name,
+                  timeout_ms=5000) as pool:
+        outs = pool.map("repair", [{"text": f"[{i}, "} for i in range(30)] + [{"text": object()}])
+    assert [o["status"] for o in outs] == ["ok"] * 30 + ["error"]
+    assert [o["result"]["value"] for o in outs[:30]] == [[i] for i in range(30)]
+    assert outs[30]["error"]["code"] == "bad_request"
+
+
+def test_a_caller_user_of_the_older_acl_still_gets_its_replies(
+        own_redis_server, start_rq_worker) -> None:
+    """A deployment whose caller user predates BLMPOP and LPOP in docs/rq.md: the listener
+    falls back to BLPOP, one reply per round trip, instead of failing every call."""
+    admin = own_redis_server.client()
+    for words in _documented_acl_users():
+        admin.execute_command(*[w for w in words if w not in ("+blmpop", "+lpop")])
+    start_rq_worker(concurrency=1, server=own_redis_server, queue="toolcodec")
+    url = f"redis://toolcodec-caller:cpw@127.0.0.1:{own_redis_server.port}/0"
+    with RQBackend(redis_url=url, queue="toolcodec", timeout_ms=5000) as caller:
+        outs = [caller.submit("repair", {"text": "[1,"}) for _ in range(3)]
+    assert [o["status"] for o in outs] == ["ok"] * 3, outs
+    denied = {obj for user, obj in _acl_denials(admin) if user == b"toolcodec-caller"}
+    assert b"blmpop" in denied  # the fallback was taken, not skipped
+    admin.close()

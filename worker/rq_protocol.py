@@ -6,8 +6,8 @@ with the JSON serializer, its id pushed on ``rq:queue:<name>``. The function is
 ``{"id", "op", "payload", "deadline"}`` (``deadline`` in absolute ``time.time()`` seconds).
 The hash also holds :data:`DEADLINE_FIELD`.
 ``job.meta["reply_to"]`` names the caller's reply list: the worker pushes
-``{"id": <job id>, "envelope": {...}}`` there (JSON) instead of storing an RQ result, and the
-caller's listener wakes the waiting thread. Every key written carries a TTL.
+``{"id": <job id>, "envelope": {...}, "lane_ms": <float>}`` there (JSON) instead of storing
+an RQ result, and the caller's listener wakes the waiting thread. Every key written carries a TTL.
 """
 
 from __future__ import annotations
@@ -79,18 +79,25 @@ def drop_expired_registry_entries(conn: Any, queue: str, now: float) -> int:
         return sum(pipe.execute())
 
 
-def encode_reply(job_id: str, envelope: dict[str, Any]) -> bytes:
-    """Serialise a worker's answer for the caller's reply list."""
-    return orjson.dumps({"id": job_id, "envelope": envelope})
+def encode_reply(job_id: str, envelope: dict[str, Any], lane_s: float | None = None) -> bytes:
+    """Serialise a worker's answer for the caller's reply list; ``lane_s``: how long the
+    lane spent on the job (dequeue, run, reply), from which callers estimate queue waits."""
+    reply: dict[str, Any] = {"id": job_id, "envelope": envelope}
+    if lane_s is not None:
+        reply["lane_ms"] = round(lane_s * 1000, 3)
+    return orjson.dumps(reply)
 
 
-def decode_reply(raw: bytes) -> tuple[str, dict[str, Any]] | None:
-    """Parse a reply; ``None`` when it is not one of ours (never raises)."""
+def decode_reply(raw: bytes) -> tuple[str, dict[str, Any], float | None] | None:
+    """Parse a reply into ``(job id, envelope, lane seconds or None)``; ``None`` when it is
+    not one of ours (never raises)."""
     try:
         data = orjson.loads(raw)
         job_id, env = data["id"], data["envelope"]
-    except (orjson.JSONDecodeError, TypeError, KeyError):
+        lane_ms = data.get("lane_ms")
+    except (orjson.JSONDecodeError, TypeError, KeyError, AttributeError):
         return None
     if not isinstance(job_id, str) or not isinstance(env, dict):
         return None
-    return job_id, env
+    ok = isinstance(lane_ms, int | float) and not isinstance(lane_ms, bool) and lane_ms >= 0
+    return job_id, env, lane_ms / 1000 if ok else None

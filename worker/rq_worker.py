@@ -65,6 +65,14 @@ KILL_GRACE_S = 0.001
 # RQ writes heartbeats, state and suspension checks on every job; a few per second are
 # enough for `rq info` and keep those round trips off the per-job path.
 HOUSEKEEPING_EVERY_S = 1.0
+# A job still running after this share of what was left of its budget when it started (and
+# at least DEMOTE_AFTER_S) is
+# likely a runaway: its process drops to DEMOTED_NICE until it ends or is killed.
+DEMOTE_SHARE = 0.25
+DEMOTE_AFTER_S = 0.01
+DEMOTED_NICE = 19
+# A dequeue that took longer than this waited for a job to arrive: the lane was idle.
+DEQUEUE_NO_WAIT_S = 0.005
 # How often one lane of the queue looks for ids left in the intermediate list.
 LEFTOVERS_EVERY_S = 5.0
 # A lane's worker that ran this long before its loop ended starts again without delay.
@@ -195,6 +203,7 @@ class ToolcodecWorker(SimpleWorker):
         self._last_leftovers = 0.0
         self._last_suspension_check = 0.0
         self._state_written: str | None = None
+        self._cycle_from = 0.0  # time.monotonic() the lane's cycle for its current job began
 
     # -- lighter RQ housekeeping -------------------------------------------------------------
 
@@ -252,15 +261,18 @@ class ToolcodecWorker(SimpleWorker):
         cutoff = time.time() - proto.LEFTOVER_AFTER_S
         stale = [i for i, exists, deadline in zip(ids, found[::2], found[1::2], strict=True)
                  if not exists or (deadline is not None and _before(deadline, cutoff))]
+        removed = 0
         if stale:
             with self.connection.pipeline(transaction=False) as pipe:
                 for job_id in stale:
                     pipe.lrem(key, 1, job_id)
                 pipe.delete(*map(proto.job_key, stale))
-                pipe.execute()
+                # A lane that answered meanwhile removed its own id: only the rest count.
+                removed = sum(pipe.execute()[:-1])
+        if removed:
             log.warning("worker %s: removed %d job id(s) a stopped worker left in %s",
-                        self.name, len(stale), key)
-        return len(stale)
+                        self.name, removed, key)
+        return removed
 
     def run_maintenance_tasks(self) -> None:
         """Registry clean-up only: RQ's scheduler start and group clean-up are not ours."""
@@ -380,11 +392,15 @@ class ToolcodecWorker(SimpleWorker):
                 self.heartbeat()
                 if self.should_run_maintenance_tasks:
                     self.run_maintenance_tasks()
+                asked = time.monotonic()
                 dequeued = self.queue_class.dequeue_any(
                     self._ordered_queues, timeout, connection=self.connection,
                     job_class=self.job_class, serializer=self.serializer,
                     death_penalty_class=self.death_penalty_class,
                 )
+                got = time.monotonic()
+                # A pop that waited for a job was idle time, not part of the lane's cycle.
+                self._cycle_from = asked if got - asked < DEQUEUE_NO_WAIT_S else got
                 self.link.answered()  # only a whole cycle, the pop included, counts
                 return dequeued
             except DequeueTimeout:
@@ -505,20 +521,35 @@ class ToolcodecWorker(SimpleWorker):
         except WorkerDied:
             self._restart_child("crash")  # died between jobs; this job was not sent
             self.child.send(task)
-        if not self.child.poll(deadline - time.time() + KILL_GRACE_S):
-            self.child.kill()
-            msg = f"job {job_id} ran past its deadline; its worker process was killed"
-            return error_envelope(op, "timeout", TIMEOUT, msg, job_id=job_id), "timeout"
+        demoted = False
+        left = deadline - time.time()
+        overrun = min(left, max(DEMOTE_AFTER_S, DEMOTE_SHARE * left))
+        if not self.child.poll(overrun):
+            # Likely a runaway: until its deadline it runs at the lowest CPU priority, so
+            # on a busy host it does not take the cores the other lanes' jobs need.
+            demoted = _set_priority(self.child.pid, DEMOTED_NICE)
+            if not self.child.poll(deadline - time.time() + KILL_GRACE_S):
+                self.child.kill()
+                msg = f"job {job_id} ran past its deadline; its worker process was killed"
+                return error_envelope(op, "timeout", TIMEOUT, msg, job_id=job_id), "timeout"
         try:
-            return self.child.recv(), None
+            env = self.child.recv()
+            if demoted and not _set_priority(self.child.pid, 0):
+                # Not allowed to raise it again (no CAP_SYS_NICE): a fresh child instead.
+                log.info("worker %s: replacing a child demoted by a slow job", self.name)
+                self.child.restart()
+            return env, None
         except WorkerDied as exc:
             msg = f"job {job_id}: the worker process died while running it ({exc})"
             return error_envelope(op, "worker_lost", WORKER_LOST, msg, job_id=job_id), "crash"
 
     def _reply(self, job: Job, queue: Queue, reply_to: str, env: dict) -> None:
+        # The lane's time for this job, from which callers estimate queue waits: the dequeue
+        # (unless it waited for work) and the run; this reply's round trip is not counted.
+        cycle = time.monotonic() - self._cycle_from if self._cycle_from else None
         try:
             with self.connection.pipeline(transaction=False) as pipe:
-                pipe.rpush(reply_to, proto.encode_reply(job.id, env))
+                pipe.rpush(reply_to, proto.encode_reply(job.id, env, cycle))
                 pipe.pexpire(reply_to, proto.REPLY_TTL_MS)
                 pipe.lrem(proto.intermediate_key(queue.name), 1, job.id)
                 pipe.delete(job.key)
@@ -536,6 +567,17 @@ class ToolcodecWorker(SimpleWorker):
     def _set_lane(self, state: str) -> None:
         if self.lanes is not None:
             self.lanes.set(self.name, state)
+
+
+def _set_priority(pid: int | None, nice: int) -> bool:
+    """Set the CPU priority of process ``pid``; whether it was allowed."""
+    if pid is None:
+        return False
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, nice)
+    except OSError:  # not permitted, or the process is gone
+        return False
+    return True
 
 
 def _before(deadline: bytes, cutoff: float) -> bool:
