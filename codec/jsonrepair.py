@@ -41,6 +41,7 @@ _TUPLE_START = re.compile(r"""[ \t\r\n]*(?:["'\[{(\-0-9)]|(?:true|false|null|Tru
 _NUMBER_START = frozenset("-0123456789")
 _OPERATORS = frozenset("+*/%")
 _KEY_AHEAD = re.compile(r'(?:"[^"\\\n]{0,200}"|[A-Za-z_]\w{0,64})\s*:')
+_SWALLOWED_KEY = re.compile(r'(?<!\\)"[ \t]*:')  # an unescaped `":` inside a string
 _STRUCTURE_IN_TAIL = re.compile(r"[\"{}\[\]]")
 _VALUE_OPENERS = frozenset("{[") | scan.QUOTES | frozenset("｛［")
 # Where prose ends and JSON (or a fence around it) begins.
@@ -462,7 +463,14 @@ class _Repairer:
         ctx = (scan.ROOT if top is None else scan.MEMBER if type(top) is dict
                else scan.ITEM if self.keys[-1] is not _PAREN else scan.TUPLE_ITEM)
         if c in scan.QUOTES:
-            value, pos, _ = scan.scan_string(text, pos, ctx, rep)
+            start = pos
+            value, pos, closed = scan.scan_string(text, pos, ctx, rep)
+            if not closed and ctx != scan.ROOT and _SWALLOWED_KEY.search(text, start + 1, pos):
+                # `{"a": "x" note "b": 2}`: the string ran to the end over a `"b":`, a member
+                # of its own after a stray word; keeping it as text would hide the member
+                raise ScanFailure(INVALID_JSON, start, "this string never closes and holds "
+                                  "what reads as a key (`\"…\":`); a stray word after a value? "
+                                  "Where it ends would be a guess")
             return _AFTER, value, pos
         if c in ",]}":
             return self._closer_for_value(c, pos, top)
@@ -671,6 +679,12 @@ class _Repairer:
                 return self._as_set(key, pos)
             rep[scan.MISSING_VALUE] = None  # `{"a": 1, "b"}`: the key alone reads as null
             return _AFTER, None, pos
+        if c in scan.QUOTES:
+            # `{"a": 1, note "b": 2}`, `{""a"": 1}`, `{"a""b": 1}`: a word or a quote too many
+            # before a key; reading on would make the key a value and invent a member
+            raise ScanFailure(INVALID_JSON, pos, f"a string follows the key {key!r} with no "
+                              "':' between them (a stray word or doubled quotes?); which of "
+                              "them is the key would be a guess")
         rep[scan.MISSING_COLON] = None
         return _VALUE, None, pos
 
