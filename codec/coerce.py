@@ -1,7 +1,7 @@
 """Schema-guided coercion of tool arguments: fix what the schema makes unambiguous.
 
 The walk follows the schema alongside the value. Where a value already fits its schema it is
-left alone (apart from markdown emphasis, see below). Where it does not, the conversions the
+left alone, whatever it holds (``"**Warning**"`` stays). Where it does not, the conversions the
 schema asks for are tried (``"5"`` -> ``5`` for an integer, ``"true"`` -> ``True`` for a
 boolean, ``3`` -> ``[3]`` for an array, ...); one is applied only when exactly one distinct
 result is possible, otherwise the value stays and validation reports it. Nothing is guessed:
@@ -62,12 +62,12 @@ def coerce_arguments(
 ) -> tuple[dict, list[str]]:
     """Coerce *arguments* towards ``spec.schema``; return ``(arguments, repair ids)``.
 
-    Arguments that already validate come back unchanged (the same object) with no repairs,
-    except that markdown emphasis around a whole string value is removed where the bare
-    string fits as well. With *text_values* the values came from XML text, where every
-    value is a string: turning ``"5"`` into the integer the schema wants is then the
-    format's meaning, not a repair, so the ``schema.coerce_*`` and
-    ``schema.decode_json_string`` ids are not reported (other ids still are).
+    Arguments that already validate come back unchanged (the same object) with no repairs.
+    Markdown emphasis around a whole string is undone only where the string does not fit
+    and the bare one does (``"**high**"`` for an enum of ``"high"``). With *text_values*
+    the values came from XML text, where every value is a string: turning ``"5"`` into the
+    integer the schema wants is then the format's meaning, not a repair, so the
+    ``schema.coerce_*`` and ``schema.decode_json_string`` ids are not reported (other ids are).
 
     The input is never mutated; changed containers are copies.
     """
@@ -94,9 +94,7 @@ def coerce_checked(
         ctx.plain = fast is not None and is_json_data(arguments)
         if (fast is not None and fast(arguments)) or (
                 not ctx.plain and spec.validator.is_valid(arguments)):
-            if not _has_emphasis(arguments):
-                return arguments, [], True
-            return _unwrap_emphasis(arguments, spec.schema, ctx), ctx.repairs, True
+            return arguments, [], True
         coerced = _coerce(arguments, spec.schema, ctx)
         return coerced, ctx.repairs, fast is not None and fast(coerced)
     except RecursionError:  # absurdly deep input: leave it for validation to report
@@ -195,11 +193,11 @@ def _follow_pointer(root: Any, pointer: str) -> Any:
 def _coerce(value: Any, schema: Any, ctx: _Context) -> Any:
     schema = ctx.resolve(schema)
     if schema is True:
-        schema = {}  # anything goes: only emphasis can apply
+        return value  # anything goes
     if not isinstance(schema, dict):
         return value  # a `false` schema: nothing can fit, so nothing to steer by
     if ctx.fits(value, schema):
-        return _unwrap_emphasis(value, schema, ctx)
+        return value  # valid as it is: never changed
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
             return _coerce_union(value, schema, key, ctx)
@@ -593,81 +591,3 @@ def _emphasis_inner(text: str) -> str | None:
         return None
     match = _EMPHASIS_RE.fullmatch(text)
     return match.group(2) if match else None
-
-
-def _has_emphasis(value: Any) -> bool:
-    """Cheap scan: is there any string in *value* that emphasis unwrapping could change?"""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if item.startswith("*") and _EMPHASIS_RE.fullmatch(item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
-def _unwrap_emphasis(value: Any, schema: Any, ctx: _Context) -> Any:
-    """Unwrap emphasised strings in a value that fits *schema*, keeping it valid."""
-    if not _has_emphasis(value):
-        return value
-    trial = ctx.fork()
-    out = _emphasis_walk(value, schema, trial)
-    if out is value or not ctx.fits(out, schema):
-        return value  # e.g. uniqueItems or a pattern needs the asterisks: keep them
-    ctx.note_all(trial.repairs)
-    return out
-
-
-def _emphasis_walk(value: Any, schema: Any, ctx: _Context) -> Any:
-    schema = ctx.resolve(schema)
-    if isinstance(value, str):
-        inner = _emphasis_inner(value)
-        if inner is None or not ctx.fits(inner, schema):
-            return value
-        ctx.note(MARKDOWN_EMPHASIS)
-        return inner
-    if not isinstance(value, dict | list):
-        return value
-    schema = _branch_for(value, schema, ctx)
-    if schema is None:
-        return value
-    if isinstance(value, dict):
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        children = [_property_schema(k, props, schema) for k in value]
-    else:
-        children = [_item_schema(i, schema) for i in range(len(value))]
-    items = value.items() if isinstance(value, dict) else enumerate(value)
-    changed = {}
-    for (key, item), sub in zip(items, children, strict=True):
-        if sub is not None and _has_emphasis(item):
-            new = _emphasis_walk(item, sub, ctx)
-            if new is not item:
-                changed[key] = new
-    if not changed:
-        return value
-    if isinstance(value, dict):
-        return {k: changed.get(k, v) for k, v in value.items()}
-    return [changed.get(i, v) for i, v in enumerate(value)]
-
-
-def _branch_for(value: Any, schema: Any, ctx: _Context) -> dict | None:
-    """The schema whose properties/items apply to a container: through a union only if
-    exactly one branch fits, since children must be steered by the right branch."""
-    if not isinstance(schema, dict):
-        return {} if schema is True else None
-    for key in ("anyOf", "oneOf"):
-        if isinstance(schema.get(key), list):
-            base = {k: v for k, v in schema.items() if k != key}
-            fitting = []
-            for branch in schema[key]:
-                branch = ctx.resolve(branch)
-                if isinstance(branch, dict) and ctx.fits(value, {**base, **branch}):
-                    fitting.append({**base, **branch})
-            return _branch_for(value, fitting[0], ctx) if len(fitting) == 1 else None
-    if isinstance(schema.get("allOf"), list):
-        return _merge_all_of(schema, ctx)
-    return schema

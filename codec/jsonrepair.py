@@ -24,6 +24,7 @@ from toolcodec.errors import (
     PAYLOAD_TOO_LARGE,
     CodecError,
 )
+from toolcodec.json_rewrite import rewrite_repair
 from toolcodec.jsonscan import ScanFailure
 from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.result import RepairResult
@@ -41,6 +42,7 @@ _TUPLE_START = re.compile(r"""[ \t\r\n]*(?:["'\[{(\-0-9)]|(?:true|false|null|Tru
 _NUMBER_START = frozenset("-0123456789")
 _OPERATORS = frozenset("+*/%")
 _KEY_AHEAD = re.compile(r'(?:"[^"\\\n]{0,200}"|[A-Za-z_]\w{0,64})\s*:')
+_SWALLOWED_KEY = re.compile(r'(?<!\\)"[ \t]*:')  # an unescaped `":` inside a string
 _STRUCTURE_IN_TAIL = re.compile(r"[\"{}\[\]]")
 _VALUE_OPENERS = frozenset("{[") | scan.QUOTES | frozenset("｛［")
 # Where prose ends and JSON (or a fence around it) begins.
@@ -57,10 +59,11 @@ _STRING = "(?:" + _QUOTED + ")"
 _NUMBER = r"(-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?)"
 _FAST_VALUE = re.compile(
     r"[ \t\n\r]*(?:" + _STRING + _END + "|" + _NUMBER + _END
-    + r"|(true|false|null)" + _END + r"|([{\[]))"
+    + r"|(true|false|null|True|False|None)" + _END + r"|([{\[]))"
 )
 # A scalar's groups: string (two), number, fraction, exponent, word.
-_SCALAR = "(?:" + _STRING + _END + "|" + _NUMBER + _END + r"|(true|false|null)" + _END + ")"
+_SCALAR = ("(?:" + _STRING + _END + "|" + _NUMBER + _END
+           + r"|(true|false|null|True|False|None)" + _END + ")")
 # A key's groups: the string's two, then a bare identifier (`{id: 1}`).
 _KEY_TOKEN = "(?:" + _QUOTED + "|([A-Za-z_][A-Za-z0-9_]*))"
 # `"key": scalar` (the key's groups, then the scalar's) or `"key": {` / `"key": [` (group 10),
@@ -78,7 +81,9 @@ _FAST_NEXT_ITEM = re.compile(
 # A comma or a closer after a value; group 1 is a comma right before a closer (trailing).
 _FAST_AFTER = re.compile(r"[ \t\n\r]*(?:(,)[ \t\n\r]*(?=[}\]]))?([,}\]])")
 _FAST_KEY = re.compile(r"[ \t\n\r]*" + _KEY_TOKEN + r"[ \t\n\r]*:")
-_JSON_WORDS = {"true": True, "false": False, "null": None}
+# JSON's words, and Python's (named json.python_literal): read on the hot path too.
+_JSON_WORDS = {"true": True, "false": False, "null": None, "True": True, "False": False,
+               "None": None}
 
 
 def repair_json(text: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairResult:
@@ -102,6 +107,14 @@ def _repair_json(text: str, limits: Limits) -> RepairResult:
     found, value = _strict(text, limits)
     if found:
         return RepairResult(True, value)
+    quick = rewrite_repair(text)  # the common damage only: rewritten, then parsed at C speed
+    if quick is not None and not depth_exceeds(text, quick[0], limits.max_depth):
+        return RepairResult(True, quick[0], quick[1])
+    return _read(text, limits)
+
+
+def _read(text: str, limits: Limits) -> RepairResult:
+    """The full reader over the whole text: prose, fences, every repair."""
     reader = _Repairer(text, limits)
     try:
         start = reader.locate_start()
@@ -227,16 +240,15 @@ def _strict_prefix(text: str, start: int, limits: Limits) -> tuple[bool, Any, in
 
 def depth_exceeds(text: str, value: Any, limit: int) -> bool:
     """Whether ``value``, parsed from ``text``, nests deeper than ``limit``."""
-    if text.count("[") + text.count("{") <= limit:
+    if text.count("[") + text.count("{") <= limit or type(value) not in (dict, list):
         return False  # cannot nest deeper than it has brackets
-    todo = [(value, 1)]
-    while todo:
-        item, depth = todo.pop()
-        if depth > limit:
-            return True
-        children = item.values() if type(item) is dict else item
-        todo.extend((c, depth + 1) for c in children if type(c) in (dict, list))
-    return False
+    level = [value]  # the containers at one depth, level by level (no call stack)
+    for _ in range(limit):
+        level = [c for item in level for c in (item.values() if type(item) is dict else item)
+                 if type(c) is dict or type(c) is list]
+        if not level:
+            return False
+    return True
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -443,7 +455,7 @@ class _Repairer:
             self.vstart = m.start(3)
             return _AFTER, _scalar(m.groups(), 0, self.repairs), m.end()
         if kind == 6:
-            return _AFTER, _JSON_WORDS[m.group(6)], m.end()
+            return _AFTER, _word(m.group(6), self.repairs), m.end()
         return self._open(m.group(7), m.start(7)), None, m.end()  # kind 7: `{` or `[`
 
     def _value_slow(self, pos: int) -> tuple[int, Any, int]:
@@ -462,7 +474,14 @@ class _Repairer:
         ctx = (scan.ROOT if top is None else scan.MEMBER if type(top) is dict
                else scan.ITEM if self.keys[-1] is not _PAREN else scan.TUPLE_ITEM)
         if c in scan.QUOTES:
-            value, pos, _ = scan.scan_string(text, pos, ctx, rep)
+            start = pos
+            value, pos, closed = scan.scan_string(text, pos, ctx, rep)
+            if not closed and ctx != scan.ROOT and _SWALLOWED_KEY.search(text, start + 1, pos):
+                # `{"a": "x" note "b": 2}`: the string ran to the end over a `"b":`, a member
+                # of its own after a stray word; keeping it as text would hide the member
+                raise ScanFailure(INVALID_JSON, start, "this string never closes and holds "
+                                  "what reads as a key (`\"…\":`); a stray word after a value? "
+                                  "Where it ends would be a guess")
             return _AFTER, value, pos
         if c in ",]}":
             return self._closer_for_value(c, pos, top)
@@ -671,6 +690,12 @@ class _Repairer:
                 return self._as_set(key, pos)
             rep[scan.MISSING_VALUE] = None  # `{"a": 1, "b"}`: the key alone reads as null
             return _AFTER, None, pos
+        if c in scan.QUOTES:
+            # `{"a": 1, note "b": 2}`, `{""a"": 1}`, `{"a""b": 1}`: a word or a quote too many
+            # before a key; reading on would make the key a value and invent a member
+            raise ScanFailure(INVALID_JSON, pos, f"a string follows the key {key!r} with no "
+                              "':' between them (a stray word or doubled quotes?); which of "
+                              "them is the key would be a guess")
         rep[scan.MISSING_COLON] = None
         return _VALUE, None, pos
 
@@ -735,10 +760,17 @@ def _scalar(g: tuple[Any, ...], i: int, rep: dict[str, None]) -> Any:
         return value
     number = g[i + 2]
     if number is None:
-        return _JSON_WORDS[g[i + 5]]
+        return _word(g[i + 5], rep)
     if g[i + 3] or g[i + 4] or len(number) > 18:
         return scan.to_number(number, bool(g[i + 3] or g[i + 4]), rep)
     return int(number)
+
+
+def _word(word: str, rep: dict[str, None]) -> Any:
+    """The value of a JSON or Python word; a Python one (`True`, `None`) is a repair."""
+    if word[0] < "a":  # upper case
+        rep[scan.PYTHON_LITERAL] = None
+    return _JSON_WORDS[word]
 
 
 def _close_all(stack: list[Any], keys: list[Any]) -> Any:

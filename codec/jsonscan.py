@@ -93,7 +93,10 @@ TUPLE_REGION = re.compile(r'[^,})\]\n\r"，｝］]*')  # inside `( )`, `)` ends 
 KEY_REGION = re.compile(r"[^:,{}\[\]\n\r\"'“”‘’＂：，｛｝［］]*")
 # Inside a bare scalar `/*` opens a comment; `//` only at its start or after a blank
 # (so "https://…" stays whole).
-REGION_COMMENT = re.compile(r"/\*|(?:^|(?<=[\s\d]))//")  # `1// c`, not `http://x`
+REGION_COMMENT = re.compile(r"/\*|(?:^|(?<=[\s\d]))//"  # `1// c`, not `http://x`
+                            r"|(?:^|(?<=[ \t]))#(?=[ \t#]|$)")  # `1 # c`, not `Issue #42`
+# A Python/YAML comment: `#` then a blank, another `#` or the line's end (`#fff` is no comment).
+HASH_COMMENT = re.compile(r"#(?:[ \t#]|[\r\n]|\Z)")
 LINE_END = re.compile(r"[\r\n]")
 # After an inner `, "` in a value string: does a `key":` follow? Bounded, so linear.
 KEY_AHEAD = re.compile(r'[^"\\\n,:{}\[\]]{1,80}"[ \t]*:')
@@ -147,7 +150,11 @@ def skip_blank(text: str, pos: int, repairs: Repairs) -> int:
         if pos >= n:
             return pos
         c = text[pos]
-        if c == "/":
+        if c == "#" and HASH_COMMENT.match(text, pos):
+            m = LINE_END.search(text, pos)
+            pos = n if m is None else m.start()
+            repairs[COMMENT] = None
+        elif c == "/":
             nxt = text[pos + 1 : pos + 2]
             if nxt == "/":
                 m = LINE_END.search(text, pos)  # \n, \r or \r\n ends a line comment
@@ -181,7 +188,8 @@ def _closes(text: str, i: int, ctx: int) -> bool:
         j = WS.match(text, i).end()
         if ctx == KEY or ctx == ROOT or j >= len(text) or "\n" in text[i:j]:
             return True
-        return text[j] in _CLOSE_AFTER_BLANK or (text[j] == ")" and ctx == TUPLE_ITEM)
+        return text[j] in _CLOSE_AFTER_BLANK or (text[j] == ")" and ctx == TUPLE_ITEM) or (
+            text[j] == "#" and HASH_COMMENT.match(text, j) is not None)
     if ctx == KEY:
         return not c.isalpha()  # `"k"e"y":` keeps its inner quotes
     return False

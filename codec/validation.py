@@ -22,6 +22,7 @@ from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.normalize import NestingTooDeep, normalize_payload
 from toolcodec.result import ValidationResult, encodable_validation, encodable_value
 from toolcodec.schema_budget import TooCostly, spending, steps_for
+from toolcodec.schema_valid import compile_valid
 from toolcodec.tools import ToolRegistry, ToolSpec
 
 _MAX_ERRORS = 50  # one bad array of 10 000 items must not yield 10 000 errors
@@ -29,6 +30,10 @@ _MAX_VALUE_REPR = 80
 _MAX_MESSAGE = 300
 _MAX_LISTED_TOOLS = 10
 _MAX_EXPRESSION = 200  # longer text is not looked at as arithmetic
+# Where a tool's one-walk check (`toolcodec.schema_valid`) is kept: beside the checks of its
+# schema's parts (`ToolSpec.part_checks`, keyed by canonical JSON, which this never is).
+_VALID_KEY = b"(valid)"
+_NO_CHECK = object()  # the schema is outside the one-walk subset
 
 
 def check_arguments(spec: ToolSpec, arguments: object) -> list[CodecError]:
@@ -83,7 +88,24 @@ def validate_call(
     ``schema_violation``, and any exception (a ``BaseException`` too, such as a Rust
     extension's ``PanicException``; only ``KeyboardInterrupt``, ``SystemExit`` and
     ``GeneratorExit`` propagate) is an ``internal_error``.
+
+    Arguments that need nothing of this (JSON data, clean, valid by a schema in the common
+    subset) are proven so in one walk and returned as they are (`toolcodec.schema_valid`).
     """
+    if type(arguments) is dict and not nfkc_strings and type(name) is str:
+        spec = registry.get(name)
+        try:
+            if spec is not None and _surely_valid(spec, arguments, text_values, limits):
+                return ValidationResult(True, arguments, [], [])
+        except Exception:  # noqa: BLE001 - e.g. a schema nested past the stack: the full path
+            pass
+    return full_validation(registry, name, arguments, text_values=text_values,
+                           nfkc_strings=nfkc_strings, limits=limits)
+
+
+def full_validation(registry: ToolRegistry, name: str, arguments: object, *,
+                    text_values: bool, nfkc_strings: bool, limits: Limits) -> ValidationResult:
+    """`validate_call` without its one-walk shortcut: every step, whatever the arguments."""
     arguments, repairs, foreign = _json_arguments(arguments)
     try:
         result = _validate_call(registry, name, arguments, text_values=text_values,
@@ -100,6 +122,19 @@ def validate_call(
         result.errors.extend(foreign)
         result.ok = result.ok and not foreign
     return encodable_validation(result)
+
+
+def _surely_valid(spec: ToolSpec, arguments: dict, text_values: bool, limits: Limits) -> bool:
+    """Whether the full path would return ``arguments`` themselves, valid, with no repair."""
+    check = spec.part_checks.get(_VALID_KEY)
+    if check is None:
+        check = compile_valid(spec.schema)
+        spec.part_checks[_VALID_KEY] = check = _NO_CHECK if check is None else check
+    if check is _NO_CHECK or not check(arguments, limits.max_depth):
+        return False
+    # XML text `null` may become null (toolcodec.coerce): such a call takes the full path
+    return not text_values or not any(type(v) is str and v.strip() == "null"
+                                      for v in arguments.values())
 
 
 def _json_arguments(arguments: object) -> tuple[Any, list[str], list[CodecError]]:

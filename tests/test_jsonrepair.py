@@ -78,6 +78,16 @@ REPAIRS = [
     ('{/* c */ "a": /* d */ 1}', {"a": 1}, ["json.comment"]),
     ('{"a": x /* y */}', {"a": "x"}, ["json.unquoted_value", "json.comment"]),
     ('{"a": "http://x // y"}', {"a": "http://x // y"}, []),
+    # `#` comments (Python/YAML style) after a value, between members, after a string
+    ('{"a": 1, # the count\n "b": 2}', {"a": 1, "b": 2}, ["json.comment"]),
+    ('{"a": 1 # c\n}', {"a": 1}, ["json.comment"]),
+    ('{"a": "x" # c\n, "b": "y" ## d\n}', {"a": "x", "b": "y"}, ["json.comment"]),
+    ("{a: True, # note\n b: None}", {"a": True, "b": None},
+     ["json.unquoted_key", "json.python_literal", "json.comment"]),
+    # ... but `#` with no blank after it is text: a colour, an issue number
+    ('{"c": #fff}', {"c": "#fff"}, ["json.unquoted_value"]),
+    ('{"t": Issue #42}', {"t": "Issue #42"}, ["json.unquoted_value"]),
+    ('{"a": "x # y", "b": 1}', {"a": "x # y", "b": 1}, []),
     # inside strings
     ('{"a": "line1\nline2"}', {"a": "line1\nline2"}, ["json.raw_newline"]),
     ('{"a": "tab\there"}', {"a": "tab\there"}, ["json.raw_newline"]),
@@ -322,6 +332,13 @@ def test_prefix_failure_returns_start() -> None:
     ("hello world", "prose"),
     ("No, that is not possible.", "prose"),
     ("a,b", "prose"),
+    # a stray word before a key, doubled or adjacent quotes: reading on would invent members
+    ('{"a": 1, junk "b": 2, "c": 3}', "no ':' between"),
+    ('{"a": true, COMMENT "b": 1}', "no ':' between"),
+    ('{""a"": 1}', "no ':' between"),
+    ('{"a""b": 1}', "no ':' between"),
+    ('{"a": 1, "b" "c"}', "no ':' between"),
+    ('{"a": "x" junk "b": 2}', "holds what reads as a key"),
 ])
 def test_data_losing_readings_are_refused(text, why):
     res = repair_json(text)

@@ -1,7 +1,8 @@
 """The repairing proxy under load, against the upstream alone, in one run.
 
     python tests/benchmarks/bench_proxy.py [--duration S] [--inflight N] [--streams N]
-                                           [--instances N] [-- proxy options, e.g. --workers 2]
+                                           [--instances N] [--rounds N] [--no-relay]
+                                           [-- proxy options, e.g. --workers 2]
 
 Upstream is the recorded-output STAND-IN (``tests/upstream_standin.py``, real HTTP/SSE on
 loopback, in its own process). The proxy is ``toolcodec serve --upstream URL`` in its own
@@ -20,6 +21,12 @@ asks for the proxy's report (``x-toolcodec-report: 1``) to tell which. Last, req
 below capacity (``--below`` times the proxy's closed-loop rate, open loop), where every
 answer should be decoded. With ``--instances N`` the proxy is N ``toolcodec serve`` processes
 (replicas, as a deployment runs them to use more cores) and the connections go to each in turn.
+
+The floor: a bare relay (``tests/benchmarks/bare_relay.py``: a raw ASGI app on uvicorn with an
+``aiohttp`` client, no parsing, no decode) in front of the same stand-in. Each phase runs
+``--rounds`` times with the upstream alone, the relay and the proxy in turn, and prints the
+CPU per request of each (the server process measured, min and median over the rounds) and
+the proxy's over the relay's. LiteLLM is not run here; the script says so.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -265,6 +274,57 @@ def start_standin() -> tuple[subprocess.Popen, str]:
     return proc, proc.stdout.readline().decode().strip()
 
 
+def start_relay(upstream: str) -> tuple[subprocess.Popen, str]:
+    """The bare relay (``tests/benchmarks/bare_relay.py``) in its own process, in front of
+    ``upstream``; returns once it accepts connections."""
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("bare_relay.py")),
+                             upstream], stdout=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None
+    url = proc.stdout.readline().decode().strip()
+    host, port = url.split("//", 1)[1].split(":")
+    for _ in range(300):  # the socket is bound before uvicorn serves it: wait for an answer
+        try:
+            with socket.create_connection((host, int(port)), timeout=1.0) as sock:
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+                if sock.recv(16).startswith(b"HTTP/1.1"):
+                    return proc, url
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("the bare relay did not come up")
+
+
+def cpu_figures(name: str, phases: list[Phase]) -> list[float]:
+    """CPU µs per request of each round; printed with min and median."""
+    per = [p.cpu / max(len(p.latencies), 1) * 1e6 for p in phases]
+    rates = [p.rate for p in phases]
+    print(f"  {name:<22} CPU per request min {min(per):6.0f} µs  median "
+          f"{statistics.median(per):6.0f} µs   {statistics.median(rates):7.0f} req/s (median)")
+    return per
+
+
+def report_floor(name: str, rounds: dict[str, list[Phase]]) -> None:
+    """The CPU each server spent per request, over the alternated rounds, and the proxy's
+    against the bare relay's (the floor any Python proxy pays)."""
+    print(f"\n{name}: CPU per request over {len(rounds['proxy'])} alternated rounds")
+    per = {who: cpu_figures(label, rounds[who]) for who, label in (
+        ("direct", "upstream alone"), ("relay", "bare relay (aiohttp)"),
+        ("proxy", "toolcodec proxy"))}
+    for who, label in (("relay", "bare relay"), ("direct", "upstream")):
+        by_round = [p / r for p, r in zip(per["proxy"], per[who], strict=True)]
+        print(f"  proxy / {label}: min {min(by_round):.2f}x, median "
+              f"{statistics.median(by_round):.2f}x (per round)")
+    try:
+        import litellm  # noqa: F401 - optional, only to say whether it could be measured
+    except ImportError:
+        print("  LiteLLM: not installed, not measured (pip install 'litellm[proxy]')")
+    else:
+        print("  LiteLLM: installed, but this script does not run its proxy")
+
+
 def report(name: str, direct: Phase, proxied: Phase, stream: bool) -> None:
     print(f"\n{name}")
     label = "first chunk" if stream else "latency"
@@ -285,18 +345,29 @@ def report(name: str, direct: Phase, proxied: Phase, stream: bool) -> None:
 
 
 async def measure(upstream: str, proxies: list[str], args: argparse.Namespace,
-                  pids: tuple[int, tuple[int, ...]]) -> None:
+                  pids: tuple[int, tuple[int, ...]], relay: tuple[str, int] | None) -> None:
     for stream in (False, True):  # warm both paths: connections, codecs, workers
         await run_phase(proxies, stream, 8 * len(proxies), 1.0, judge=False)
+        if relay is not None:
+            await run_phase([relay[0]], stream, 8, 1.0, judge=False)
     rate = 0.0
     for stream, clients in ((False, args.inflight), (True, args.streams)):
-        direct = await run_phase([upstream], stream, clients, args.duration, judge=False,
-                                 pids=(pids[0],))
-        proxied = await run_phase(proxies, stream, clients, args.duration, judge=True,
-                                  pids=pids[1])
+        rounds: dict[str, list[Phase]] = {"direct": [], "relay": [], "proxy": []}
+        for _ in range(args.rounds):  # the contenders in turn, so load hits them alike
+            rounds["direct"].append(await run_phase([upstream], stream, clients, args.duration,
+                                                    judge=False, pids=(pids[0],)))
+            if relay is not None:
+                rounds["relay"].append(await run_phase([relay[0]], stream, clients,
+                                                       args.duration, judge=False,
+                                                       pids=(relay[1],)))
+            rounds["proxy"].append(await run_phase(proxies, stream, clients, args.duration,
+                                                   judge=True, pids=pids[1]))
+        direct, proxied = rounds["direct"][-1], rounds["proxy"][-1]
         name = (f"streams: {clients} concurrent" if stream
                 else f"non-stream: {clients} requests in flight")
         report(name, direct, proxied, stream)
+        if relay is not None:
+            report_floor(name, rounds)
         rate = rate or proxied.rate
     paced = await run_paced(proxies, rate * args.below, args.duration)
     n = sum(paced.outcomes.values()) or 1
@@ -316,9 +387,13 @@ def main() -> None:
                         help="the paced phase's rate, as a share of the 64-in-flight rate")
     parser.add_argument("--instances", type=int, default=1,
                         help="proxy instances (replicas), connections spread over them in turn")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternated rounds of upstream, relay and proxy in each phase")
+    parser.add_argument("--no-relay", action="store_true", help="skip the bare relay")
     parser.add_argument("proxy_options", nargs="*")
     args = parser.parse_args()
     standin, url = start_standin()
+    relay_proc, relay_url = (None, "") if args.no_relay else start_relay(url)
     proxies = [ServeProcess("--upstream", url, *args.proxy_options).start()
                for _ in range(args.instances)]
     try:
@@ -328,8 +403,12 @@ def main() -> None:
               f"{' '.join(args.proxy_options) or '(defaults)'}"
               f"; {len(TOOL_SETS)} tool sets, {len(CASES)} recorded outputs")
         pids = tuple(p.proc.pid for p in proxies if p.proc is not None)
-        asyncio.run(measure(url, [p.url for p in proxies], args, (standin.pid, pids)))
+        relay = None if relay_proc is None else (relay_url, relay_proc.pid)
+        asyncio.run(measure(url, [p.url for p in proxies], args, (standin.pid, pids), relay))
     finally:
+        if relay_proc is not None:
+            relay_proc.kill()
+            relay_proc.wait()
         for proxy in proxies:
             proxy.stop()
         standin.kill()
