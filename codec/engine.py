@@ -43,7 +43,10 @@ from toolcodec.assembly import Assembly
 from toolcodec.bracket_depth import bracket_depth
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
 from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError, truncated
-from toolcodec.formats import glm, quoted, yamlbody
+from toolcodec.formats import glm, yamlbody
+from toolcodec.formats.block_kinds import BLOCK_KINDS
+from toolcodec.formats.marker_end import end_pattern
+from toolcodec.formats.open_block import OpenBlock
 from toolcodec.formats.reasoning import BY_OPENER, FRAMING, REASONING_FORMATS
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
@@ -52,7 +55,6 @@ from toolcodec.opener_scan import (
     NAME_MAX,
     PLAIN_NAME,
     PLAIN_PARAM,
-    SPACE,
     Patterns,
     ToolNames,
     any_name_openers,
@@ -65,17 +67,6 @@ from toolcodec.result import clean_call
 from toolcodec.textjson import call_pairs
 
 BODY_WS = 64  # blanks allowed between an envelope opener and its body
-# After a value of an open-ended marker format (no end token): another call follows (a value,
-# or Mistral's NAME[ARGS]{…}), or an end-of-generation token that belongs to the block.
-_MORE_CALLS = regex.compile(r"[ \t\r\n,;]*(?:[\[{]|[A-Za-z_][\w.\-]{0,63}[ \t]*"
-                            r"(?:\[CALL_ID\][ \t]*[\w\-]{0,64}[ \t]*)?(?:\[ARGS\])?[ \t]*[\[{])")
-# Mistral's tokens between a call's name and its value: not a value's brackets.
-_MISTRAL_TOKEN = regex.compile(r"\[(?:ARGS|CALL_ID)\]")
-# Per-call end tokens of sections that hold several calls: in a cut section, the calls before
-# the last one are complete. JSON bodies only, where a completion always shows in the repairs.
-_CALL_ENDS = {"deepseek": ("<\uff5ctool\u2581call\u2581end\uff5c>", "<|tool\u2581call\u2581end|>",
-                           "<|tool_call_end|>"),
-              "kimi_k2": ("<|tool_call_end|>",)}
 _CUT = "before this call was closed"  # what a truncated error says of a cut block
 # Repairs that complete what the end of a text cut: a call that needed one was cut itself.
 _COMPLETED = frozenset({"json.unclosed", "json.unclosed_string", "json.dangling_key_dropped",
@@ -91,8 +82,6 @@ _END_RUN = regex.compile(r"(?:" + "|".join(
     + r")(?:[ \t\r\n]{0,8}(?:" + "|".join(
     regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True))
     + r")){0,3}[ \t\r\n]{0,16}")
-_END_TOKEN = regex.compile(r"[ \t\r\n]*(?:" + "|".join(
-    regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True)) + ")")
 HEAD_WINDOW = 160  # characters that decide whether a body that starts with a word is a call
 _CALL_HEAD = re.compile(r"[ \t\r\n]*[A-Za-z_][\w.]{0,127}[ \t]*\(")
 # `<function name="` (MiniCPM): the name, the tag's end, then a parameter or the close tag.
@@ -111,29 +100,16 @@ _JSON_REST = (r"[ \t\r\n]{0,16}(?:\{[ \t\r\n]{0,16})?"
               r"\"(?:name|function|tool_calls|type|arguments|parameters)\"[ \t\r\n]{0,16}:")
 _FENCE = r"```[ \t]{0,8}(?:json|JSON|json5)?[ \t]{0,8}\r?\n"
 _JSON_OPENER = rf"(?P<json>[\[{{]{_JSON_REST})|(?P<fence>{_FENCE})"
-_CLOSERS = {"tool_element": "</tool>", "function": "</function>"}
-_WRAPPER_CLOSE = "</tool_call>"
 STRAY_CLOSE_DROPPED = "xml.stray_close_dropped"
 _PARAM_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
-_ELEMENT_OPEN = regex.compile(r"<([A-Za-z_][\w.\-]{0,63})[ \t]{0,8}(/?)>")
-_BLANKS = re.compile(r"[ \t\r\n]*")
 _BARE_NAME = re.compile(r"<?([^ \t\r\n:]+)")
 # Reasoning blocks, answer channels and framing tokens come from one table
 # (``toolcodec.formats.reasoning``): a call written inside reasoning is the model thinking about
 # a call, not making it.
 _TAG_ROWS = {f.openers[0][1:-1]: f for f in REASONING_FORMATS if f.tag}
-# `</ tool_call >` with blanks is still the closer (the seed's normalizeCloseTags read it).
-_TOOL_CALL_EDGE = regex.compile(r"</[ \t]{0,8}tool_call[ \t]{0,8}>|<tool_call>")
-_TOOL_CALL_EDGE_MAX = 28  # the longest text it matches
 # A code fence holding JSON, right after <tool_call>: the envelope's body (json.code_fence).
 _FENCED_JSON = regex.compile(r"```[ \t]{0,8}[A-Za-z0-9_+.\-]{0,16}[ \t]{0,8}\r?\n"
                              r"[ \t\r\n]{0,64}[\[{]")
-# The value tags of GLM (<arg_value>) and Qwen XML (<parameter=…>): a <tool_call> or
-# </tool_call> between them is the value's text.
-_VALUE_OPEN = re.compile(r"<arg_value>|<parameter=")
-_VALUE_CLOSE = re.compile(r"</arg_value>|</parameter>")
-_STRING_OR_TAG = re.compile(r'["<]')
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
 _STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 _PY_STRUCT = re.compile(r'["\'{}\[\]]')
@@ -223,7 +199,7 @@ def _shared_openers(formats: frozenset[str] | None, named: bool) -> _Shared:
     # the start marker allows, or a bare call's head (name, blanks, parameter tag).
     longest = max(map(len, tokens)) + 2 * BODY_WS + 2 * NAME_MAX + 64
     return _Shared(_opener_patterns(formats, None if named else [], {}), markers,
-                   {t: _end_pattern(f) for t, f in markers.items()}, longest)
+                   {t: end_pattern(f) for t, f in markers.items()}, longest)
 
 
 def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
@@ -372,56 +348,6 @@ def _bare_openers(names: list[str], parameters: dict[str, list[str]]) -> str:
     return "|".join(alts)
 
 
-@lru_cache(maxsize=256)
-def _tag_pattern(name: str) -> Any:
-    """Opening, closing and self-closing tags of one tool's name."""
-    return regex.compile(rf"<(?P<close>/[ \t]*)?{regex.escape(name)}(?=[\s>/])[^<>]{{0,64}}>")
-
-
-@lru_cache(maxsize=256)
-def _tag_counters(name: str) -> tuple[Any, Any, Any]:
-    """``_tag_pattern`` split in three: opening tags, the self-closing ones among them, and
-    closing tags (no match of one overlaps a match of another). ``re`` patterns, which cost
-    a third of ``regex`` ones to compile: a whole text needs no partial match."""
-    name = re.escape(name)
-    return (re.compile(rf"<{name}(?=[{SPACE}>/])[^<>]{{0,64}}>"),
-            re.compile(rf"<{name}(?=[{SPACE}>/])[^<>]{{0,63}}/>"),
-            re.compile(rf"</[ \t]*{name}(?=[{SPACE}>/])[^<>]{{0,64}}>"))
-
-
-def _end_pattern(fmt: MarkerFormat) -> Any:
-    ends = fmt.closers + (fmt.openers if fmt.next_opener_ends else ())
-    return re.compile("|".join(re.escape(t) for t in sorted(ends, key=len, reverse=True))
-                      or r"(?!)")
-
-
-@dataclass(slots=True)
-class _Open:
-    """The block or candidate being read."""
-
-    kind: str  # think|tool_call|tool_element|function|tool_tag|marker|json|fence|pycall
-    start: int
-    body_start: int
-    scan: int  # where the search for the end resumes
-    tag: str | None = None
-    lead: int | None = None  # start of a call marker before a JSON candidate (think: of a call)
-    json_aware: bool = False
-    depth: int = 0
-    quote: str = ""  # json, pycall: the quote of the string the scan is in
-    reasoned: int = 0  # think: body text already sent as reasoning events
-    vscan: int = -1  # open-ended marker: where the scan of its values resumes
-    value_ended: bool = False  # open-ended marker: vscan is just past a complete value
-    element: str = ""  # bare call: the parameter element being read
-    cut: bool = False  # open-ended marker: the end of the text came inside its values
-    values_open: int = 0  # tool_call: GLM / Qwen value tags open before ``counted``
-    counted: int = -1
-    call_body: bool = False  # think: the call candidate at ``lead`` has a body
-    call_scan: int = 0  # think: where the search for the candidate's closer resumes
-    row: Any = None  # think: its row of the reasoning table
-    closer_at: int = -1  # think: where its first closer at or past ``scan`` is (-1: not known)
-    closer: str = ""
-
-
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
     """A block has ended and must be decoded before the engine reads on."""
 
@@ -470,7 +396,7 @@ class Engine:
     known_shape: bool = False
     tries: int = 0
     depth: int = 0
-    current: _Open | None = None
+    current: OpenBlock | None = None
     held: list[Any] | None = None  # events waiting behind a pending JSON call
     id_prefix: str = ""
     calls_emitted: int = 0
@@ -536,9 +462,7 @@ class Engine:
             return not any(c in chunk for c in '"\'\\{}[]')
         if cur.kind == "fence":
             return "`" not in chunk
-        if cur.kind == "marker" or (cur.kind == "bare_tag" and not cur.element):
-            return False
-        return ">" not in chunk and not cur.json_aware  # every closer ends with ">"
+        return BLOCK_KINDS[cur.kind].quiet(cur, chunk)
 
     def result(self) -> Any:
         """The ``DecodeResult`` of a text output, after ``finish``."""
@@ -569,7 +493,7 @@ class Engine:
             return self._marker(m, final)
         if kind in ("reason_token", "reason_tag"):
             row = BY_OPENER[m.group() if kind == "reason_token" else f"<{m.group(kind)}>"]
-            return self._open_block(_Open("think", start, m.end(), m.end(), row.openers[0]),
+            return self._open_block(OpenBlock("think", start, m.end(), m.end(), row.openers[0]),
                                     final)
         if kind == "framing":
             self._free_text(self.pos, start, final, at_end=False)
@@ -579,7 +503,7 @@ class Engine:
         if kind == "bare":
             name = _BARE_NAME.match(m.group()).group(1)
             body = m.start() + m.group().rindex("<")
-            return self._open_block(_Open("bare_tag", start, body, body, name), final)
+            return self._open_block(OpenBlock("bare_tag", start, body, body, name), final)
         fixed = m.group("fixed") if kind == "fixed" else None
         fmt = FORMAT_OF_TAG[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
         if fmt not in ("think", "function"):
@@ -594,9 +518,9 @@ class Engine:
                 return True
         body = start if fmt in ("function", "tool_tag") else m.end()
         tag = m.group("tag") if fmt == "tool_tag" else None
-        return self._open_block(_Open(fmt, start, body, body, tag), final)
+        return self._open_block(OpenBlock(fmt, start, body, body, tag), final)
 
-    def _open_block(self, cur: _Open, final: bool) -> bool:
+    def _open_block(self, cur: OpenBlock, final: bool) -> bool:
         self._free_text(self.pos, cur.start, final, at_end=False)
         if cur.kind != "think":
             if self.envelopes >= self.codec.max_calls:
@@ -621,7 +545,7 @@ class Engine:
                 self._free_text(self.pos, m.end(), final, at_end=False)
                 return True
         body = m.start() if fmt.keep_opener else m.end()
-        return self._open_block(_Open("marker", m.start(), body, m.end(), token), final)
+        return self._open_block(OpenBlock("marker", m.start(), body, m.end(), token), final)
 
     def _body_check(self, at: int, final: bool, *, head: Any = None, json_only: bool = False,
                     empty: bool = False, fence: bool = False) -> bool | None:
@@ -664,7 +588,8 @@ class Engine:
             return self._json_extent(cur, final)
         if cur.kind == "fence":
             return self._fence(cur, final)
-        end = self._block_end(cur, final)
+        rules = BLOCK_KINDS[cur.kind]
+        end = rules.end(self.text, cur, final, self.codec)
         if end is None:
             return False
         block_end, body_end, closed = end
@@ -672,21 +597,22 @@ class Engine:
         self.current = None
         self.pos = block_end
         self.tries = self.depth = 0
-        if cur.kind == "marker" and closed and not self.text[cur.body_start:body_end].strip():
+        if rules.empty_is_framing and closed and not self.text[cur.body_start:body_end].strip():
             self.asm.add_tokens(cur.start, block_end)  # an empty section: framing, no call
             self.envelopes -= 1
             return True
-        if final and self.finish_reason == "length" and self._cut_off(cur, block):
-            self._cut_block(block)
+        if (final and self.finish_reason == "length"
+                and rules.cut(self.text, cur, block, self.codec)):
+            self._cut_block(block, rules)
         else:
             self._decode_block(block)
         return True
 
-    def _cut_block(self, block: Block) -> None:
+    def _cut_block(self, block: Block, rules: Any) -> None:
         """A block the output was cut off in: no call from it, but the calls of a section
-        that ended before the cut (DeepSeek's and Kimi-K2's per-call end tokens) are read
-        on their own; ``apply_block`` keeps them only if none needed completing."""
-        split = self._calls_end(block)
+        that ended before the cut (its format's per-call end tokens) are read on their own;
+        ``apply_block`` keeps them only if none needed completing."""
+        split = rules.calls_end(self.text, block, self.codec) if rules.calls_end else None
         if split is None:
             self.apply_block(block, self.envelopes - 1, [], [truncated(_CUT)])
             return
@@ -694,31 +620,7 @@ class Engine:
         self._decode_block(Block(block.fmt, block.start, split, block.body_start, split, False,
                                  block.tag))
 
-    def _calls_end(self, block: Block) -> int | None:
-        """Just past the last per-call end token of a cut marker section (None: none)."""
-        fmt = self.codec._openers.markers.get(block.tag) if block.fmt == "marker" else None
-        ends = _CALL_ENDS.get(fmt.id) if fmt is not None else None
-        if not ends:
-            return None
-        found = [(at, token) for token in ends
-                 if (at := self.text.rfind(token, block.body_start, block.end)) >= 0]
-        if not found:
-            return None
-        at, token = max(found)
-        return at + len(token)
-
-    def _cut_off(self, cur: _Open, block: Block) -> bool:
-        """Whether the end of the text came before the block's end: its closer never came (a
-        marker format with no end token: its values never ended; a bare call: only blanks
-        follow its last element, so the next could have been coming)."""
-        if cur.kind == "marker" and self.codec._openers.markers[cur.tag].open_ended:
-            return cur.cut
-        if cur.kind == "bare_tag" and block.end == block.body_end:
-            rest = self.text[block.end:]
-            return len(rest) <= BODY_WS and not rest.strip()
-        return not block.closed and block.end == len(self.text)
-
-    def _think(self, cur: _Open, final: bool) -> bool:
+    def _think(self, cur: OpenBlock, final: bool) -> bool:
         """Reasoning (or an answer channel) up to its row's closer, sent as it comes. In
         reasoning the prompt opened, a call on a line of its own that no closer follows ends
         it (``ReasoningFormat.calls_end_prefill``)."""
@@ -762,7 +664,7 @@ class Engine:
             return self._end_reasoning(cur, row, len(text), len(text), False)
         return self._end_reasoning(cur, row, close + len(closer), close, True)
 
-    def _end_reasoning(self, cur: _Open, row: Any, end: int, body_end: int,
+    def _end_reasoning(self, cur: OpenBlock, row: Any, end: int, body_end: int,
                        closed: bool) -> bool:
         self._reasoning(cur, row.kind, body_end)
         if row.kind == "reasoning":
@@ -777,7 +679,7 @@ class Engine:
         self.tries = self.depth = 0
         return True
 
-    def _call_in_reasoning(self, cur: _Open, row: Any, final: bool) -> bool | None:
+    def _call_in_reasoning(self, cur: OpenBlock, row: Any, final: bool) -> bool | None:
         """Whether the call opener at ``cur.lead`` makes a call (None: not known yet): a body
         follows it, and its closer is not followed by the reasoning's closer (within
         ``BODY_WS`` blanks: then the model drafted the call while thinking)."""
@@ -810,325 +712,12 @@ class Engine:
         cur.call_body = False
         return True
 
-    def _reasoning(self, cur: _Open, kind: str, upto: int) -> None:
+    def _reasoning(self, cur: OpenBlock, kind: str, upto: int) -> None:
         start = max(cur.body_start, cur.reasoned)
         if upto > start:
             self._emit({"type": "reasoning" if kind == "reasoning" else "content",
                         "text": _clean(self.text[start:upto])})
             cur.reasoned = upto
-
-    def _block_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
-        text = self.text
-        if cur.kind == "tool_call":
-            return self._tool_call_end(cur, final)
-        if cur.kind == "marker":
-            return self._marker_end(cur, final)
-        if cur.kind == "tool_tag":
-            return self._tool_tag_end(cur, final)
-        if cur.kind == "bare_tag":
-            return self._bare_end(cur, final)
-        closer = f"</{cur.tag}>" if cur.kind == "tool_tag" else _CLOSERS[cur.kind]
-        close = text.find(closer, cur.scan)
-        if close >= 0:
-            end = close + len(closer)
-            body_end = end if cur.body_start == cur.start else close
-            if cur.kind == "function":  # Qwen3-Coder: a </tool_call> whose opener was lost
-                after = self._stray_wrapper_close(end, final)
-                if after is None:
-                    cur.scan = close
-                    return None
-                return after, body_end, True
-            return end, body_end, True
-        if final:
-            return len(text), len(text), False
-        cur.scan = max(cur.body_start, len(text) - len(closer) + 1)
-        return None
-
-    def _stray_wrapper_close(self, at: int, final: bool) -> int | None:
-        """Past a ``</tool_call>`` that follows a bare ``<function=…>`` call within
-        ``BODY_WS`` blanks (else ``at``; None: not known yet)."""
-        window = self.text[at:at + BODY_WS + len(_WRAPPER_CLOSE)]
-        stripped = window.lstrip()
-        blanks = len(window) - len(stripped)
-        if blanks <= BODY_WS and stripped.startswith(_WRAPPER_CLOSE):
-            return at + blanks + len(_WRAPPER_CLOSE)
-        cut = at + len(window) == len(self.text) and blanks <= BODY_WS
-        if not final and cut and _WRAPPER_CLOSE.startswith(stripped):
-            return None
-        return at
-
-    def _tool_tag_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
-        """A tool tag ends at its matching close tag: a parameter named like the tool
-        (``<s><s>10</s></s>``) nests; ``<NAME/>`` is a whole call."""
-        text = self.text
-        if cur.scan == cur.body_start:  # the opening tag itself
-            opening = (_tag_counters(cur.tag)[0] if final else _tag_pattern(cur.tag)).match(
-                text, cur.start)
-            if opening.group().endswith("/>"):
-                return opening.end(), opening.end(), True
-            cur.scan, cur.depth = opening.end(), 1
-        if final:
-            return self._tool_tag_end_final(cur)
-        pattern = _tag_pattern(cur.tag)
-        while True:
-            m = pattern.search(text, cur.scan, partial=not final)
-            if m is None or m.partial:
-                if final:
-                    return len(text), len(text), False
-                cur.scan = len(text) if m is None else m.start()
-                return None
-            cur.scan = m.end()
-            if m.group("close"):
-                cur.depth -= 1
-                if cur.depth == 0:
-                    return m.end(), m.end(), True
-            elif not m.group().endswith("/>"):
-                cur.depth += 1
-
-    def _tool_tag_end_final(self, cur: _Open) -> tuple[int, int, bool]:
-        """``_tool_tag_end`` on the whole text: the opening tags before each close tag are
-        counted in C (a run of ``<NAME>`` cost a Python step each: 0.4 µs per character)."""
-        text = self.text
-        opens, self_closing, closes = _tag_counters(cur.tag)
-        while True:
-            close = closes.search(text, cur.scan)
-            end = len(text) if close is None else close.start()
-            cur.depth += len(opens.findall(text, cur.scan, end)) - len(
-                self_closing.findall(text, cur.scan, end))
-            if close is None:
-                cur.scan = len(text)
-                return len(text), len(text), False
-            cur.scan = close.end()
-            cur.depth -= 1
-            if cur.depth == 0:
-                return close.end(), close.end(), True
-
-    def _bare_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
-        """A bare call is its parameters' elements, separated by blanks and maybe closed by
-        ``</NAME>`` (or ``/>``); it ends after the last element that no such element (and no closer)
-        follows. An element named like another tool, and not a parameter of this one, starts
-        that tool's call instead."""
-        text = self.text
-        while True:
-            if cur.element:
-                if not self._element_end(cur, final):
-                    return (len(text), len(text), False) if final else None
-                continue
-            at = _BLANKS.match(text, cur.scan).end()
-            if at == len(text) and not final and at - cur.scan <= BODY_WS:
-                return None
-            closer = f"</{cur.tag}>"
-            for end in (closer, "/>"):  # </NAME>, or the "/>" of a tag left open: <NAME …/>
-                if text.startswith(end, at):
-                    return at + len(end), cur.scan, True
-                if not final and at - cur.scan <= BODY_WS and end.startswith(text[at:at + 80]):
-                    return None
-            m = _ELEMENT_OPEN.match(text, at, partial=not final)
-            if m is not None and m.partial and at - cur.scan <= BODY_WS:
-                return None
-            if (m is None or m.partial or at - cur.scan > BODY_WS
-                    or not self._is_parameter(cur.tag, m.group(1))):
-                return cur.scan, cur.scan, True
-            cur.scan = m.end()
-            if not m.group(2):
-                cur.element, cur.depth = m.group(1), 1
-
-    def _element_end(self, cur: _Open, final: bool) -> bool:
-        """Read up to the close tag of the element ``cur.element`` (False: not there yet)."""
-        pattern = _tag_pattern(cur.element)
-        while True:
-            m = pattern.search(self.text, cur.scan, partial=not final)
-            if m is None or m.partial:
-                if not final:
-                    cur.scan = len(self.text) if m is None else m.start()
-                return False
-            cur.scan = m.end()
-            if m.group("close"):
-                cur.depth -= 1
-                if cur.depth == 0:
-                    cur.element = ""
-                    return True
-            elif not m.group().endswith("/>"):
-                cur.depth += 1
-
-    def _is_parameter(self, tool: str, tag: str) -> bool:
-        """Whether ``<tag>`` goes on a bare call of ``tool``: one of its parameters, or any
-        tag that is not another tool's name."""
-        return (self.codec.registry.get(tag) is None
-                or tag in self.codec._openers.parameters.get(tool, ()))
-
-    def _marker_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
-        fmt = self.codec._openers.markers[cur.tag]
-        if fmt.quotes and not fmt.open_ended:
-            return self._quoted_marker_end(cur, fmt, final)
-        m = self.codec._openers.ends[cur.tag].search(self.text, cur.scan)
-        if fmt.open_ended:  # no end token: the block ends where its last call's value does
-            if cur.vscan < 0:
-                cur.vscan = cur.scan
-            while True:
-                end = self._values_end(cur, len(self.text) if m is None else m.start(), final)
-                if end == -1:
-                    return None
-                if end is not None:
-                    return end, end, True
-                if m is None or not (fmt.quotes and cur.quote):
-                    break
-                # the token sits inside a value's string: text, not the next call
-                cur.scan = m.end()
-                m = self.codec._openers.ends[cur.tag].search(self.text, cur.scan)
-            cur.cut = final and m is None
-        if m is not None:
-            closer = m.group() in fmt.closers
-            return (m.end() if closer else m.start()), m.start(), True
-        if final:
-            return len(self.text), len(self.text), fmt.open_ended
-        longest = max(map(len, fmt.closers + fmt.openers))
-        cur.scan = max(cur.scan, len(self.text) - longest + 1)
-        return None
-
-    def _quoted_marker_end(self, cur: _Open, fmt: MarkerFormat,
-                           final: bool) -> tuple[int, int, bool] | None:
-        """The first end token outside the body's strings (``MarkerFormat.quotes``): a value
-        that holds the format's own markers stays the value's text. A string still open at
-        the end of the output was a stray quote: the first end token after it counts."""
-        text, ends = self.text, fmt.closers + (fmt.openers if fmt.next_opener_ends else ())
-        pattern = quoted.scanner(ends, fmt.quotes)
-        while True:
-            if cur.quote:
-                at = quoted.string_end(text, cur.quote, cur.scan)
-                if at < 0 and final:
-                    m = quoted.scanner(ends, ()).search(text, cur.vscan)
-                    cur.quote = ""
-                    if m is None:
-                        return len(text), len(text), False
-                    closer = m.group() in fmt.closers
-                    return (m.end() if closer else m.start()), m.start(), True
-                if at < 0:  # the string goes on past the text so far
-                    cur.scan = max(cur.scan, len(text) - len(cur.quote) + 1)
-                    return None
-                cur.quote, cur.scan = "", at
-            m = pattern.search(text, cur.scan)
-            if m is None:
-                if final:
-                    return len(text), len(text), False
-                longest = max(map(len, ends + fmt.quotes))
-                cur.scan = max(cur.scan, len(text) - longest + 1)
-                return None
-            if m.group() in fmt.quotes and m.group() not in ends:
-                cur.quote, cur.scan, cur.vscan = m.group(), m.end(), m.end()
-                continue
-            closer = m.group() in fmt.closers
-            return (m.end() if closer else m.start()), m.start(), True
-
-    def _values_end(self, cur: _Open, stop: int, final: bool) -> int | None:
-        """Scan brackets and strings up to ``stop``: where the values end and no other call
-        follows (-1: not known yet; None: not before ``stop``)."""
-        text, i = self.text, cur.vscan
-        if cur.value_ended:  # decided once more text (or the end) has come
-            cur.value_ended = False
-            after = self._after_values(i, final)
-            if after is not None:
-                cur.value_ended = after == -1
-                return after
-        while True:
-            m = (_STRING_STOP[cur.quote] if cur.quote else _PY_STRUCT).search(text, i, stop)
-            if m is None:
-                cur.vscan = stop
-                return None
-            ch, i = m.group(), m.end()
-            if cur.quote:
-                if ch != "\\":
-                    cur.quote = ""
-                elif i >= stop and not final and stop == len(text):
-                    cur.vscan = m.start()
-                    return -1
-                else:
-                    i += 1
-                continue
-            if ch in "\"'":
-                cur.quote = ch
-            elif ch == "[" and cur.depth == 0 and (token := _MISTRAL_TOKEN.match(
-                    text, m.start(), stop, partial=not final and stop == len(text))):
-                if token.partial:  # `[AR` at the end of the text so far: wait for the rest
-                    cur.vscan = m.start()
-                    return -1
-                i = token.end()  # [ARGS], [CALL_ID] are between values, not a value
-            elif ch in "{[":
-                cur.depth += 1
-            else:
-                cur.depth -= 1
-                if cur.depth <= 0:
-                    cur.depth = 0
-                    after = self._after_values(i, final)
-                    if after is not None:
-                        cur.vscan, cur.value_ended = i, after == -1
-                        return after
-
-    def _after_values(self, at: int, final: bool) -> int | None:
-        """At the end of a value: None when another call follows, -1 when that is not known
-        yet, else where the block ends (past an end-of-generation token)."""
-        window = self.text[at:at + 96]
-        for pattern in (_END_TOKEN, _MORE_CALLS):
-            m = pattern.match(window, partial=not final)
-            if m is not None and m.partial and at + len(window) == len(self.text):
-                return -1
-            if m is not None and not m.partial:
-                return at + m.end() if pattern is _END_TOKEN else None
-        return at
-
-    def _tool_call_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
-        text = self.text
-        while not cur.json_aware:
-            m = _TOOL_CALL_EDGE.search(text, cur.scan)
-            if m is None:
-                if final:
-                    return len(text), len(text), False
-                # Back over a tag the chunk may have cut, never over one already judged.
-                cur.scan = max(cur.body_start, cur.counted, len(text) - _TOOL_CALL_EDGE_MAX + 1)
-                return None
-            counted = max(cur.body_start, cur.counted)  # value tags counted once each
-            cur.values_open += (sum(1 for _ in _VALUE_OPEN.finditer(text, counted, m.start()))
-                                - sum(1 for _ in _VALUE_CLOSE.finditer(text, counted,
-                                                                       m.start())))
-            cur.counted = m.start()
-            if cur.values_open > 0:  # the tag is inside a GLM or Qwen value: text
-                close = _VALUE_CLOSE.search(text, max(m.end(), cur.vscan))
-                if close is not None:
-                    cur.scan = cur.counted = close.end()
-                    cur.values_open -= 1
-                    continue
-                if not final:  # the value's end decides; until then the tag may be text
-                    cur.scan, cur.vscan = m.start(), max(m.end(), len(text) - 11)
-                    return None
-            body = text[cur.body_start:m.start()]
-            if not (body.lstrip()[:1] in ("{", "[")
-                    and (body.count('"') - body.count('\\"')) % 2):
-                closed = m.group().startswith("</")
-                return (m.end() if closed else m.start()), m.start(), closed
-            cur.json_aware, cur.scan = True, cur.body_start  # a closer inside a JSON string
-        while True:  # skip JSON strings: a closer inside one does not count
-            m = _STRING_OR_TAG.search(text, cur.scan)
-            if m is None:
-                if final:
-                    return len(text), len(text), False
-                cur.scan = len(text)
-                return None
-            at = m.start()
-            if text[at] == '"':
-                string = _JSON_STRING.match(text, at)
-                if string is None and not final:  # not closed yet: wait for more
-                    cur.scan = at
-                    return None
-                cur.scan = string.end() if string is not None else at + 1
-                continue
-            tag = _TOOL_CALL_EDGE.match(text, at, partial=not final)
-            if tag is not None and tag.partial:
-                cur.scan = at
-                return None
-            if tag is not None:
-                closed = tag.group().startswith("</")
-                return (tag.end() if closed else at), at, closed
-            cur.scan = at + 1
 
     def _decode_block(self, block: Block) -> None:
         if self.defer_blocks:  # the caller decodes it elsewhere, then calls apply_block
@@ -1181,11 +770,11 @@ class Engine:
         self.tries += 1
         kind = m.lastgroup
         body = m.end() if kind == "fence" else start
-        self.current = _Open(kind, start, body, body, lead=lead)
+        self.current = OpenBlock(kind, start, body, body, lead=lead)
         self.pos = start if lead is None else lead
         return True
 
-    def _json_extent(self, cur: _Open, final: bool) -> bool:
+    def _json_extent(self, cur: OpenBlock, final: bool) -> bool:
         """Find where a JSON value (or a pythonic call list) ends: brackets outside strings."""
         text, i = self.text, cur.scan
         struct = _PY_STRUCT if cur.kind == "pycall" else _JSON_STRUCT
@@ -1212,7 +801,7 @@ class Engine:
                 if cur.depth <= 0:
                     return self._decide(cur, text[cur.start:i], i, final)
 
-    def _fence(self, cur: _Open, final: bool) -> bool:
+    def _fence(self, cur: OpenBlock, final: bool) -> bool:
         close = self.text.find("```", cur.scan)
         if close < 0:
             if final:  # an unclosed fence is prose: read on after its opener line
@@ -1225,7 +814,7 @@ class Engine:
             return False
         return self._decide(cur, self.text[cur.body_start:close], close + 3, final)
 
-    def _decide(self, cur: _Open, source: str, end: int, final: bool) -> bool:
+    def _decide(self, cur: OpenBlock, source: str, end: int, final: bool) -> bool:
         pairs = self._pairs_of(cur.kind, source)
         if pairs is False:
             return self._not_a_candidate(cur, final)
@@ -1259,7 +848,7 @@ class Engine:
         except orjson.JSONDecodeError:
             return False
 
-    def _not_a_candidate(self, cur: _Open, final: bool) -> bool:
+    def _not_a_candidate(self, cur: OpenBlock, final: bool) -> bool:
         """Read on from just past the candidate's opening (inner candidates may follow)."""
         self.current = None
         begin = cur.start if cur.lead is None else cur.lead

@@ -220,7 +220,8 @@ class ToolCallCodec:
 
     def engine(self, *, native: bool = False, id_prefix: str = "") -> Any:
         """A fresh decoding engine (``toolcodec.engine``) for one output."""
-        from toolcodec.engine import Engine, _Open
+        from toolcodec.engine import Engine
+        from toolcodec.formats.open_block import OpenBlock as _Open
 
         eng = Engine(self, Assembly(""), native=native, id_prefix=id_prefix)
         if self._prefill:  # the chat template opened the reasoning in the prompt

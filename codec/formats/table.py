@@ -9,17 +9,21 @@ knows without this table (``hermes``, ``qwen_xml``, ``glm``, ``tool_tag``, ``yam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
 class MarkerFormat:
     """A family whose calls sit between special tokens.
 
-    ``body`` names the reader: ``"json"`` (the codec's JSON path: one call or a list),
-    ``"json_or_pythonic"`` (JSON if the body starts with ``{``/``[{``, else Python calls), or a
-    module of ``toolcodec.formats``. With ``keep_opener`` the opener is part of the body (a call
-    token seen without its section token). With ``next_opener_ends`` a new opener of the same
+    ``body`` is the reader: a function ``read(body, *, closed) -> FormatRead``
+    (``toolcodec.formats.FormatRead``), or the name of a built-in one: ``"json"`` (the codec's
+    JSON path: one call or a list), ``"json_or_pythonic"`` (JSON if the body starts with
+    ``{``/``[{``, else Python calls), or a module of ``toolcodec.formats``. With
+    ``keep_opener`` the opener is part of the body (a call token seen without its section
+    token). With ``next_opener_ends`` a new opener of the same
     format ends the block. ``open_ended`` formats have no end token at all: the end of the
     generation ends them and is not a repair. ``needs_body`` openers that are ordinary words
     count only when a body follows them (JSON; for ``"call"``, a Python call; for ``"tag"``,
@@ -27,19 +31,22 @@ class MarkerFormat:
     names them stays prose. ``at_start`` openers continue a header the prompt began (gpt-oss's
     ``<|start|>assistant`` then the recipient), so they count only where the output starts.
     An end token inside one of the body's ``quotes`` strings (``"`` for JSON, with its
-    escapes; a quote token such as Gemma's ``<|"|>``) is the string's text.
+    escapes; a quote token such as Gemma's ``<|"|>``) is the string's text. ``call_ends``
+    are the tokens that end each call of a section holding several: when the output was cut
+    inside the section, the calls before the last of them are complete and kept.
     """
 
     id: str
     openers: tuple[str, ...]
     closers: tuple[str, ...] = ()
-    body: str = "json"
+    body: str | Callable[..., Any] = "json"
     keep_opener: bool = False
     next_opener_ends: bool = False
     open_ended: bool = False
     needs_body: str = ""  # "" | "json" | "call" | "tag"
     at_start: bool = False  # the openers count only at the start of the output (past blanks)
     quotes: tuple[str, ...] = ()  # strings in the body, inside which an end token is text
+    call_ends: tuple[str, ...] = ()  # per-call end tokens of a section of several calls
 
 
 _DS_BAR, _DS_SP = "\uff5c", "\u2581"  # DeepSeek's token spelling: ｜ and ▁
@@ -52,6 +59,8 @@ def _deepseek(token: str) -> tuple[str, ...]:
 
 
 _JSON = ('"',)  # JSON strings
+_DS_CALL_ENDS = ("<\uff5ctool\u2581call\u2581end\uff5c>", "<|tool\u2581call\u2581end|>",
+                 "<|tool_call_end|>")
 
 
 def _dsml(slash: str) -> tuple[str, ...]:
@@ -63,20 +72,20 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     # Kimi-K2, also with the singular section token some checkpoints write
     MarkerFormat("kimi_k2", ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>"),
                  ("<|tool_calls_section_end|>", "<|tool_call_section_end|>"), body="kimi",
-                 quotes=_JSON),
+                 quotes=_JSON, call_ends=("<|tool_call_end|>",)),
     MarkerFormat("kimi_k2", ("<|tool_call_begin|>",), ("<|tool_calls_section_end|>",
                                                        "<|tool_call_section_end|>"),
-                 body="kimi", keep_opener=True, quotes=_JSON),
+                 body="kimi", keep_opener=True, quotes=_JSON, call_ends=("<|tool_call_end|>",)),
     # Kimi K3: <|open|>tools<|sep|><|open|>call tool="…" index="…"<|sep|>…<|close|>tools<|sep|>
     MarkerFormat("kimi_k3", ("<|open|>tools<|sep|>",), ("<|close|>tools<|sep|>",),
                  body="kimi_k3"),
     MarkerFormat("deepseek", _deepseek("tool_calls_begin"), _deepseek("tool_calls_end"),
-                 body="deepseek", quotes=_JSON),
+                 body="deepseek", quotes=_JSON, call_ends=_DS_CALL_ENDS),
     # "<|tool_call_begin|>" is also Kimi-K2's token: the codec reads a Kimi-shaped body as
     # Kimi's, which may end at Kimi's section end
     MarkerFormat("deepseek", _deepseek("tool_call_begin"),
                  _deepseek("tool_calls_end") + ("<|tool_calls_section_end|>",),
-                 body="deepseek", keep_opener=True, quotes=_JSON),
+                 body="deepseek", keep_opener=True, quotes=_JSON, call_ends=_DS_CALL_ENDS),
     # DeepSeek V3.2 / V4 DSML, in every block name and bar seen: function_calls, tool_calls,
     # and " calls" (a blank after the bar)
     MarkerFormat("deepseek_dsml", _dsml(""), _dsml("/"), body="dsml"),
