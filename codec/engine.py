@@ -43,11 +43,11 @@ from toolcodec.assembly import Assembly
 from toolcodec.bracket_depth import bracket_depth
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
 from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError, truncated
-from toolcodec.formats import glm, yamlbody
+from toolcodec.formats import glm, registry, yamlbody
 from toolcodec.formats.block_kinds import BLOCK_KINDS
 from toolcodec.formats.marker_end import end_pattern
 from toolcodec.formats.open_block import OpenBlock
-from toolcodec.formats.reasoning import BY_OPENER, FRAMING, REASONING_FORMATS
+from toolcodec.formats.reasoning import BY_OPENER, FRAMING, tag_rows
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
 from toolcodec.limits import Limits
 from toolcodec.normalize import replace_surrogates, replace_surrogates_in
@@ -104,9 +104,8 @@ STRAY_CLOSE_DROPPED = "xml.stray_close_dropped"
 _PARAM_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
 _BARE_NAME = re.compile(r"<?([^ \t\r\n:]+)")
 # Reasoning blocks, answer channels and framing tokens come from one table
-# (``toolcodec.formats.reasoning``): a call written inside reasoning is the model thinking about
-# a call, not making it.
-_TAG_ROWS = {f.openers[0][1:-1]: f for f in REASONING_FORMATS if f.tag}
+# (``toolcodec.formats.reasoning``, extended by registered families): a call written inside
+# reasoning is the model thinking about a call, not making it.
 # A code fence holding JSON, right after <tool_call>: the envelope's body (json.code_fence).
 _FENCED_JSON = regex.compile(r"```[ \t]{0,8}[A-Za-z0-9_+.\-]{0,16}[ \t]{0,8}\r?\n"
                              r"[ \t\r\n]{0,64}[\[{]")
@@ -202,6 +201,9 @@ def _shared_openers(formats: frozenset[str] | None, named: bool) -> _Shared:
                    {t: end_pattern(f) for t, f in markers.items()}, longest)
 
 
+registry.on_change(_shared_openers.cache_clear)  # a registered family: compile anew
+
+
 def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
                     parameters: dict[str, list[str]]) -> Patterns:
     """The openers' patterns, with and without the prose candidates: for *names* (longest
@@ -211,7 +213,8 @@ def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
     parts = []
     fixed = [t for t, ids in (("tool_call", ("hermes", "qwen_xml", "glm")),
                               ("tool", ("tool_element",))) if on(*ids)]
-    tags = "|".join(regex.escape(t) for t in _TAG_ROWS)
+    tag_names = tag_rows()
+    tags = "|".join(regex.escape(t) for t in tag_names)
     parts.append(rf"<(?P<reason_tag>{tags})[ \t\r\n]{{0,8}}>")
     if fixed:
         parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
@@ -237,7 +240,7 @@ def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
     if start:
         parts.append(start)
     # Every alternative's literal head, for the prefilter (``toolcodec.opener_scan``).
-    literals = ([f"<{t}" for t in _TAG_ROWS] + [f"<{t}" for t in fixed] + tokens + framing
+    literals = ([f"<{t}" for t in tag_names] + [f"<{t}" for t in fixed] + tokens + framing
                 + anywhere + (["<function="] if on("qwen_xml") else []))
     # How far from the end of the text a cut opener may start (the longest token, the JSON
     # opener: 63 characters; the start marker is looked for where the text starts), and

@@ -47,6 +47,7 @@ from typing import Any
 import orjson
 from toolcodec import envelopes, native
 from toolcodec.assembly import Assembly
+from toolcodec.engine import Engine, compile_openers
 from toolcodec.envelopes import Block
 from toolcodec.errors import (
     BAD_REQUEST,
@@ -57,7 +58,29 @@ from toolcodec.errors import (
     CodecError,
     truncated,
 )
+from toolcodec.formats import (
+    FormatRead,
+    apertus,
+    deepseek,
+    gemma,
+    glm,
+    harmony,
+    invoke,
+    kimi,
+    kimi_k3,
+    minicpm,
+    mistral,
+    pythonic,
+    step3,
+    yamlbody,
+)
+from toolcodec.formats import registry as families
+from toolcodec.formats.open_block import OpenBlock
+from toolcodec.formats.reasoning import prefill_opener
+from toolcodec.formats.table import MARKER_FORMATS, format_ids, strip_end_tokens
+from toolcodec.jsonrepair import repair_json
 from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.normalize import BIDI_CONTROLS, strip_bidi
 from toolcodec.result import (
     Call,
     DecodeResult,
@@ -66,6 +89,11 @@ from toolcodec.result import (
     encodable_result,
     unique_ids,
 )
+from toolcodec.stream import StreamDecoder
+from toolcodec.tools import ToolRegistry
+from toolcodec.validation import validate_call
+from toolcodec.xml_heuristics import default_pipeline
+from toolcodec.xmlcall import decode_xml_call, split_functions
 
 UNCLOSED = "json.unclosed"  # repair_json closed what the end of the text left open
 RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
@@ -115,7 +143,7 @@ class ToolCallCodec:
         (``"mistral"``, ``"gemma4"``, ``"kimi_k3"``, … in ``toolcodec.formats.reasoning``) or
         its opener (``"[THINK]"``) names another. Without it a stray closer is ordinary text,
         so that prose is never held back waiting to learn whether it was reasoning.
-    :param formats: the format ids to read (``toolcodec.formats.table.ALL_FORMATS``; default all
+    :param formats: the format ids to read (``toolcodec.formats.table.format_ids()``; default all
         of them, detected by their markers). Text in another format stays content. An unknown
         id raises ``ValueError``.
     """
@@ -125,8 +153,7 @@ class ToolCallCodec:
                  limits: Limits | dict[str, int] = DEFAULT_LIMITS,
                  starts_in_reasoning: bool | str = False,
                  formats: Iterable[str] | None = None) -> None:
-        from toolcodec.tools import ToolRegistry
-
+        families.load_entry_points()  # installed families, once per process
         self.registry = ToolRegistry.from_tools(tools)
         # Options may arrive as JSON (a job payload): accept {"max_chars": ...} for limits.
         self.limits = Limits(**limits) if isinstance(limits, dict) else limits
@@ -134,14 +161,10 @@ class ToolCallCodec:
         self._heuristics = tuple(heuristics)
         self._pipeline_arg = pipeline
         self._pipeline: Any = None
-        from toolcodec.formats.reasoning import prefill_opener
-
         self.starts_in_reasoning = starts_in_reasoning
         self._prefill = prefill_opener(starts_in_reasoning)
         self.max_calls = MAX_CALLS
         self.formats = _formats(formats)
-        from toolcodec.engine import compile_openers
-
         self._openers = compile_openers(self.registry.names(), self.formats,
                                         _parameter_names(self.registry))
 
@@ -154,8 +177,6 @@ class ToolCallCodec:
     def pipeline(self) -> Any:
         """The XML heuristic pipeline (built on first use so ``import toolcodec`` stays cheap)."""
         if self._pipeline is None:
-            from toolcodec.xml_heuristics import default_pipeline
-
             base = self._pipeline_arg or default_pipeline()
             self._pipeline = base.with_added(self._heuristics) if self._heuristics else base
         return self._pipeline
@@ -195,8 +216,6 @@ class ToolCallCodec:
     def stream(self, *, id_prefix: str | None = None) -> Any:
         """A ``codec.StreamDecoder`` for one streamed output, with this codec's tools and
         options (see ``toolcodec.stream``)."""
-        from toolcodec.stream import StreamDecoder
-
         return StreamDecoder(self, id_prefix=id_prefix)
 
     def validate(self, name: str, arguments: Any) -> ValidationResult:
@@ -205,8 +224,6 @@ class ToolCallCodec:
 
     def _validate(self, name: str, arguments: Any, *,
                   text_values: bool = False) -> ValidationResult:
-        from toolcodec.validation import validate_call
-
         return validate_call(self.registry, name, arguments, nfkc_strings=self.nfkc_strings,
                              limits=self.limits, text_values=text_values)
 
@@ -220,12 +237,9 @@ class ToolCallCodec:
 
     def engine(self, *, native: bool = False, id_prefix: str = "") -> Any:
         """A fresh decoding engine (``toolcodec.engine``) for one output."""
-        from toolcodec.engine import Engine
-        from toolcodec.formats.open_block import OpenBlock as _Open
-
         eng = Engine(self, Assembly(""), native=native, id_prefix=id_prefix)
         if self._prefill:  # the chat template opened the reasoning in the prompt
-            eng.current = _Open("think", 0, 0, 0, self._prefill)
+            eng.current = OpenBlock("think", 0, 0, 0, self._prefill)
         return eng
 
     def _decode_block(self, asm: Assembly, index: int, block: Block) -> None:
@@ -316,10 +330,10 @@ class ToolCallCodec:
 
     def _marker_calls(self, marker: Any, payload: str, block: Block,
                       base: list[str]) -> tuple[list[Call], list[CodecError]]:
-        from toolcodec.formats.table import strip_end_tokens
-
         payload = strip_end_tokens(payload)  # only ever shortens the end: offsets hold
         body = marker.body
+        if callable(body):  # a registered family's reader
+            return self._read_calls(_run_reader(marker, payload, block.closed), base, payload)
         if body in ("json_or_pythonic", "mistral") and _JSON_START.match(payload):
             body = "json"  # a JSON call or list of calls
         elif body == "json_or_pythonic":
@@ -334,11 +348,9 @@ class ToolCallCodec:
     def _json_values(self, payload: str, base: list[str]) -> tuple[list[Call], list[CodecError]]:
         """One JSON call, a list of them, or several values in a row (``{…};{…}``, as Llama
         writes parallel calls), each read like an envelope's JSON."""
-        from toolcodec.formats.mistral import json_end
-
         values, pos = [], _SEPARATORS.match(payload).end()
         while pos < len(payload) and payload[pos] in "{[" and len(values) <= MAX_CALLS:
-            end = json_end(payload, pos)
+            end = mistral.json_end(payload, pos)
             values.append((pos, payload[pos:end]))
             pos = _SEPARATORS.match(payload, end).end()
         if len(values) < 2 or pos < len(payload):
@@ -395,9 +407,7 @@ class ToolCallCodec:
         if bare and self.registry.get(bare.group(1)) is not None:
             return "bare_tag", bare.group(1)  # <tool_call>NAME, then its parameters' tags
         if head[:1].isalpha() or head[:1] == "_":  # GLM: the tool's name, then its arguments
-            from toolcodec.formats.glm import looks_like_body
-
-            return ("glm" if looks_like_body(head) else "json"), None
+            return ("glm" if glm.looks_like_body(head) else "json"), None
         if not head.startswith("<"):
             return "json", None
         inner = envelopes.scan(head, self._inner_openers)
@@ -413,9 +423,7 @@ class ToolCallCodec:
         body = _tag_body(payload)
         if body.lstrip()[:1] in ("<", ""):
             return False
-        from toolcodec.formats.yamlbody import looks_like_mapping
-
-        return looks_like_mapping(body)
+        return yamlbody.looks_like_mapping(body)
 
     def _json_calls(self, payload: str, base: list[str]) -> tuple[list[Call], list[CodecError]]:
         value, repairs, errors = self._parse_json(payload)
@@ -443,8 +451,6 @@ class ToolCallCodec:
             return orjson.loads(payload), [], []  # the well-formed case, at C speed
         except orjson.JSONDecodeError:
             pass
-        from toolcodec.jsonrepair import repair_json
-
         res = repair_json(payload, limits=self.limits)
         if not res.ok:
             return None, [], list(res.errors) or [
@@ -456,8 +462,6 @@ class ToolCallCodec:
 
     def _xml_call(self, payload: str, fmt: str, tag: str | None,
                   base: list[str]) -> tuple[list[Call], list[CodecError]]:
-        from toolcodec.xmlcall import decode_xml_call, split_functions
-
         parts = split_functions(payload) if fmt == "function" else [payload]
         if len(parts) > MAX_CALLS:
             return [], [_too_many(len(parts), "calls in one envelope")]
@@ -584,8 +588,6 @@ def _kimi_if_kimi(marker: Any, payload: str) -> Any:
     """``<|tool_call_begin|>`` is Kimi-K2's token and also DeepSeek's re-spelled by a server;
     a body with Kimi's argument token is Kimi's."""
     if marker.id == "deepseek" and "<|tool_call_argument_begin|>" in payload:
-        from toolcodec.formats.table import MARKER_FORMATS
-
         return next(f for f in MARKER_FORMATS if f.id == "kimi_k2" and f.keep_opener)
     return marker
 
@@ -611,14 +613,13 @@ def _parameter_names(registry: Any) -> dict[str, list[str]]:
 
 
 def _formats(formats: Iterable[str] | None) -> frozenset[str] | None:
-    from toolcodec.formats.table import ALL_FORMATS
-
     if formats is None:
         return None
     chosen = frozenset([formats] if isinstance(formats, str) else formats)
-    unknown = sorted(chosen - set(ALL_FORMATS))
+    known = format_ids()
+    unknown = sorted(chosen - set(known))
     if unknown:
-        raise ValueError(f"unknown format(s) {unknown}; expected some of {list(ALL_FORMATS)}")
+        raise ValueError(f"unknown format(s) {unknown}; expected some of {list(known)}")
     return chosen
 
 
@@ -643,12 +644,8 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
     """Run the ``toolcodec.formats`` reader named ``reader`` on a block's body."""
     closed = block.closed
     if reader == "pythonic":
-        from toolcodec.formats import pythonic
-
         return pythonic.read(payload, limits=limits)
     if reader == "yaml_tag":
-        from toolcodec.formats import yamlbody
-
         start, end = _tag_body_span(payload)
         found = yamlbody.read(payload[start:end], name=tag or "", closed=closed)
         found.errors = _relocate(found.errors, start, None)  # past the tag
@@ -656,26 +653,37 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
             found.repairs.append(BARE_TOOL_NAME)
         return found
     if reader == "harmony":
-        from toolcodec.formats import harmony
+        # a channel token in the header says nothing here; blanks keep the offsets. Only the
+        # header: `<|channel|>x` inside the arguments is the arguments' text
+        head = payload.find("<|message|>")
+        head = len(payload) if head < 0 else head
+        blank = _HARMONY_CHANNEL.sub(lambda m: " " * len(m.group()), payload[:head])
+        return harmony.read(blank + payload[head:], closed=closed)
+    return _READERS[reader](payload, closed=closed)
 
-        # a channel token in the header says nothing here; blanks keep the offsets
-        blank = _HARMONY_CHANNEL.sub(lambda m: " " * len(m.group()), payload)
-        return harmony.read(blank, closed=closed)
-    if reader == "dsml":
-        from toolcodec.formats import deepseek
 
-        return deepseek.read_dsml(payload, closed=closed)
-    module = {"glm": "glm", "kimi": "kimi", "deepseek": "deepseek", "mistral": "mistral",
-              "invoke": "invoke", "apertus": "apertus", "gemma": "gemma", "step3": "step3",
-              "minicpm": "minicpm", "kimi_k3": "kimi_k3"}[reader]
-    from importlib import import_module
+# The body readers of ``toolcodec.formats`` by the name a ``MarkerFormat.body`` gives.
+_READERS: dict[str, Any] = {
+    "glm": glm.read, "kimi": kimi.read, "deepseek": deepseek.read, "dsml": deepseek.read_dsml,
+    "mistral": mistral.read, "invoke": invoke.read, "apertus": apertus.read, "gemma": gemma.read,
+    "step3": step3.read, "minicpm": minicpm.read, "kimi_k3": kimi_k3.read}
 
-    return import_module(f"toolcodec.formats.{module}").read(payload, closed=closed)
+
+def _run_reader(marker: Any, payload: str, closed: bool) -> Any:
+    """A registered family's reader on a block's body; its failure is the block's error."""
+    try:
+        found = marker.body(payload, closed=closed)
+    except Exception as exc:  # noqa: BLE001 - a reader's bug is reported, never raised
+        found = FormatRead(errors=[CodecError(
+            INTERNAL_ERROR, f"the {marker.id!r} reader failed: {type(exc).__name__}: {exc}")])
+    if not isinstance(found, FormatRead):
+        found = FormatRead(errors=[CodecError(
+            INTERNAL_ERROR, f"the {marker.id!r} reader returned {type(found).__name__}, "
+            "not a FormatRead")])
+    return found
 
 
 def _strip_bidi(text: str) -> tuple[str, bool]:
-    from toolcodec.normalize import strip_bidi
-
     return strip_bidi(text)
 
 
@@ -719,8 +727,6 @@ def _relocate(errors: list[CodecError], offset: int, original: str | None) -> li
 def _before_stripping(original: str, position: int) -> int:
     """The offset in ``original`` of the character at ``position`` once bidi controls were
     removed from it."""
-    from toolcodec.normalize import BIDI_CONTROLS
-
     kept = 0
     for i, ch in enumerate(original):
         if ch not in BIDI_CONTROLS:
@@ -759,6 +765,14 @@ def _dump(value: Any) -> str:
 _CACHE_SIZE = 16
 _cache: OrderedDict[Any, ToolCallCodec] = OrderedDict()
 _cache_lock = threading.Lock()
+
+
+def _clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+families.on_change(_clear_cache)  # codecs built before a family was registered do not read it
 
 
 def codec_for(tools: list[dict[str, Any]] | None, **options: Any) -> ToolCallCodec:

@@ -38,6 +38,8 @@ def marker_end(text: str, cur: OpenBlock, final: bool,
                codec: Any) -> tuple[int, int, bool] | None:
     """The end rule of a marker block (``cur.tag`` is its opener token)."""
     fmt = codec._openers.markers[cur.tag]
+    if fmt.end is not None:  # the family's own end rule
+        return fmt.end(text, cur, final, codec)
     if fmt.quotes and not fmt.open_ended:
         return _quoted_end(text, cur, fmt, final)
     ends = codec._openers.ends[cur.tag]

@@ -87,8 +87,33 @@ FRAMING: dict[str, str] = {
                               _k3_close("message"), "<|end_of_msg|>")},
 }
 
+# Every row by id and by opener, registered families' rows included (``add_rows``).
 BY_ID = {f.id: f for f in REASONING_FORMATS}
 BY_OPENER = {opener: f for f in REASONING_FORMATS for opener in f.openers}
+
+
+def add_rows(rows: tuple[ReasoningFormat, ...], framing: dict[str, str]) -> None:
+    """Read ``rows`` and ``framing`` tokens from now on (for
+    ``toolcodec.formats.registry.register``)."""
+    for row in rows:
+        BY_ID[row.id] = row
+        BY_OPENER.update(dict.fromkeys(row.openers, row))
+    FRAMING.update(framing)
+
+
+def remove_rows(rows: tuple[ReasoningFormat, ...], framing: tuple[str, ...]) -> None:
+    """Stop reading ``rows`` and ``framing`` tokens (``toolcodec.formats.registry``)."""
+    for row in rows:
+        BY_ID.pop(row.id, None)
+        for opener in row.openers:
+            BY_OPENER.pop(opener, None)
+    for token in framing:
+        FRAMING.pop(token, None)
+
+
+def tag_rows() -> dict[str, ReasoningFormat]:
+    """The rows whose opener is a tag (``<NAME>``), by the tag's name."""
+    return {f.openers[0][1:-1]: f for f in BY_ID.values() if f.tag}
 
 
 def prefill_opener(option: bool | str) -> str | None:
@@ -105,6 +130,6 @@ def prefill_opener(option: bool | str) -> str | None:
         row = BY_ID.get(option)
         if row is not None and row.kind == "reasoning":
             return row.openers[0]
-    known = sorted(f.id for f in REASONING_FORMATS if f.kind == "reasoning")
+    known = sorted(f.id for f in BY_ID.values() if f.kind == "reasoning")
     raise ValueError(f"starts_in_reasoning must be a bool, a reasoning format id ({known}) or "
                      f"one of their openers, not {option!r}")

@@ -33,7 +33,8 @@ class MarkerFormat:
     An end token inside one of the body's ``quotes`` strings (``"`` for JSON, with its
     escapes; a quote token such as Gemma's ``<|"|>``) is the string's text. ``call_ends``
     are the tokens that end each call of a section holding several: when the output was cut
-    inside the section, the calls before the last of them are complete and kept.
+    inside the section, the calls before the last of them are complete and kept. ``end``,
+    when given, is the block's end rule instead (``toolcodec.formats.open_block.EndRule``).
     """
 
     id: str
@@ -47,6 +48,9 @@ class MarkerFormat:
     at_start: bool = False  # the openers count only at the start of the output (past blanks)
     quotes: tuple[str, ...] = ()  # strings in the body, inside which an end token is text
     call_ends: tuple[str, ...] = ()  # per-call end tokens of a section of several calls
+    # how a block ends, when closers and the options above do not say it
+    # (``toolcodec.formats.open_block.EndRule``)
+    end: Callable[..., Any] | None = None
 
 
 _DS_BAR, _DS_SP = "\uff5c", "\u2581"  # DeepSeek's token spelling: ｜ and ▁
@@ -153,9 +157,28 @@ END_OF_GENERATION = ("</s>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|eot|>"
                      "<|user|>")
 
 
+# Marker formats of the families registered at run time (``toolcodec.formats.registry``).
+_REGISTERED: list[MarkerFormat] = []
+
+
 def marker_formats(enabled: frozenset[str] | None) -> tuple[MarkerFormat, ...]:
-    """The marker formats in ``enabled`` (all of them for None)."""
-    return tuple(f for f in MARKER_FORMATS if enabled is None or f.id in enabled)
+    """The marker formats in ``enabled`` (all of them for None), registered ones included."""
+    return tuple(f for f in (*MARKER_FORMATS, *_REGISTERED) if enabled is None or f.id in enabled)
+
+
+def format_ids() -> tuple[str, ...]:
+    """Every format id ``formats=`` accepts: the built-in ones, then the registered ones."""
+    return tuple(dict.fromkeys(ALL_FORMATS + tuple(f.id for f in _REGISTERED)))
+
+
+def add_markers(markers: tuple[MarkerFormat, ...]) -> None:
+    """Read ``markers`` from now on (for ``toolcodec.formats.registry.register``)."""
+    _REGISTERED.extend(markers)
+
+
+def remove_markers(markers: tuple[MarkerFormat, ...]) -> None:
+    """Stop reading ``markers`` (``toolcodec.formats.registry.unregister``)."""
+    _REGISTERED[:] = [f for f in _REGISTERED if f not in markers]
 
 
 def strip_end_tokens(body: str) -> str:

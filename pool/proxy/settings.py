@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from toolcodec.formats.reasoning import prefill_opener
-from toolcodec.formats.table import ALL_FORMATS
+from toolcodec.formats.registry import format_ids
 
 OVERRIDE_FIELD = "toolcodec"  # the request body field; never sent upstream
 OPTION_KINDS: dict[str, Any] = {"preset": str, "formats": list,
@@ -89,10 +89,11 @@ def check_options(options: Any, where: str) -> dict[str, Any]:
             raise SettingsError(f"{where}.preset: unknown preset {value!r}; expected one of "
                                 f"{sorted(PRESETS)}")
         if key == "formats":
-            unknown = [f for f in value if f not in ALL_FORMATS]
+            known = format_ids()  # installed families' ids included
+            unknown = [f for f in value if f not in known]
             if unknown or not value:
                 raise SettingsError(f"{where}.formats: unknown or no format ids {unknown}; "
-                                    f"expected some of {list(ALL_FORMATS)}")
+                                    f"expected some of {list(known)}")
         if key == "limits":
             bad = [k for k, v in value.items() if k not in ("max_chars", "max_depth")
                    or isinstance(v, bool) or not isinstance(v, int) or v < 1]
