@@ -18,7 +18,7 @@ the pattern with the set's names compiled in would: a name of ``[A-Za-z0-9_.-]``
 a run of those characters does, since none of them may follow a name in those openers, so a
 run that is no tool's name is no opener, and no other opener starts where it does. Other
 names (or longer than ``NAME_MAX``) cannot be read that way: such a tool set compiles its
-names into its own patterns (``toolcodec.engine.compile_openers``).
+names into its own patterns (``toolcodec.openers.compile_openers``).
 
 With more text to come (a stream), `find` answers the first place where an opener matches
 whole or is cut by the end of the text: what completes a cut one may come, and then it is

@@ -47,7 +47,7 @@ from typing import Any
 import orjson
 from toolcodec import envelopes, native
 from toolcodec.assembly import Assembly
-from toolcodec.engine import Engine, compile_openers
+from toolcodec.engine import Engine
 from toolcodec.envelopes import Block
 from toolcodec.errors import (
     BAD_REQUEST,
@@ -81,6 +81,7 @@ from toolcodec.formats.table import MARKER_FORMATS, format_ids, strip_end_tokens
 from toolcodec.jsonrepair import repair_json
 from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.normalize import BIDI_CONTROLS, strip_bidi
+from toolcodec.openers import compile_openers
 from toolcodec.result import (
     Call,
     DecodeResult,

@@ -179,9 +179,9 @@ import random  # noqa: E402
 from typing import Any  # noqa: E402
 
 from toolcodec.bracket_depth import bracket_depth  # noqa: E402
-from toolcodec.engine import compile_openers  # noqa: E402
 from toolcodec.formats.table import MARKER_FORMATS  # noqa: E402
 from toolcodec.opener_scan import find_opener  # noqa: E402
+from toolcodec.openers import compile_openers  # noqa: E402
 from toolcodec.regex_trie import trie_pattern  # noqa: E402
 
 _TOKENS = sorted({t for f in MARKER_FORMATS for t in f.openers + f.closers})
