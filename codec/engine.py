@@ -41,8 +41,7 @@ from toolcodec.assembly import Assembly
 from toolcodec.bracket_depth import bracket_depth
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
 from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError, truncated
-from toolcodec.formats import glm, yamlbody
-from toolcodec.formats.block_kinds import BLOCK_KINDS
+from toolcodec.formats.block_kinds import BLOCK_KINDS, OPENER_KINDS
 from toolcodec.formats.open_block import OpenBlock
 from toolcodec.formats.reasoning import BY_OPENER
 from toolcodec.formats.table import END_OF_GENERATION
@@ -68,20 +67,9 @@ _END_RUN = regex.compile(r"(?:" + "|".join(
     regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True))
     + r")){0,3}[ \t\r\n]{0,16}")
 HEAD_WINDOW = 160  # characters that decide whether a body that starts with a word is a call
-_CALL_HEAD = re.compile(r"[ \t\r\n]*[A-Za-z_][\w.]{0,127}[ \t]*\(")
-# `<function name="` (MiniCPM): the name, the tag's end, then a parameter or the close tag.
-_TAG_HEAD = re.compile(r"[A-Za-z_][\w.\-]{0,127}[\"'][ \t]*>[ \t\r\n]{0,64}"
-                       r"(?:<param(?:eter)?[ \t]|</function>)")
-_BODY_HEADS = {"call": _CALL_HEAD, "tag": _TAG_HEAD}
-# A <tool_call> body that starts with a word: a GLM name, or a Qwen `function=NAME>` that lost
-# its "<" (xml.missing_lt).
-_NAMED_BODY = {"tool_call": re.compile(glm.TEXT_HEAD.pattern
-                                       + r"|[ \t\r\n]*(?:function|call|invoke|tool)=[\w.\-]+>"),
-               "tool_tag": yamlbody.TEXT_HEAD}
 MAX_CANDIDATES = 32  # JSON candidates tried per stretch of prose between blocks
 CALL_MARKERS = ("functools",)  # a word before JSON in prose that says "this is a call"
 _MARKER_WS = 64
-STRAY_CLOSE_DROPPED = "xml.stray_close_dropped"
 _BARE_NAME = re.compile(r"<?([^ \t\r\n:]+)")
 # Reasoning blocks, answer channels and framing tokens come from one table
 # (``toolcodec.formats.reasoning``, extended by registered families): a call written inside
@@ -290,20 +278,20 @@ class Engine:
             name = _BARE_NAME.match(m.group()).group(1)
             body = m.start() + m.group().rindex("<")
             return self._open_block(OpenBlock("bare_tag", start, body, body, name), final)
-        fixed = m.group("fixed") if kind == "fixed" else None
-        fmt = FORMAT_OF_TAG[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
-        if fmt not in ("think", "function"):
-            follows = self._body_check(m.end(), final, head=_NAMED_BODY.get(fmt),
-                                       empty=fmt == "tool_tag" and m.group().endswith("/>"),
-                                       fence=fmt == "tool_call")
+        fmt = FORMAT_OF_TAG[m.group("fixed")] if kind == "fixed" else OPENER_KINDS[kind]
+        rules = BLOCK_KINDS[fmt]
+        if rules.checks_body:
+            follows = self._body_check(m.end(), final, head=rules.word_head,
+                                       empty=rules.self_closing and m.group().endswith("/>"),
+                                       fence=rules.fenced_json)
             if follows is None:
                 self._free_text(self.pos, start, final, at_end=False)
                 return False
             if not follows:
                 self._free_text(self.pos, m.end(), final, at_end=False)  # named, not called
                 return True
-        body = start if fmt in ("function", "tool_tag") else m.end()
-        tag = m.group("tag") if fmt == "tool_tag" else None
+        body = start if rules.body_at_opener else m.end()
+        tag = m.group(kind) if rules.self_closing else None
         return self._open_block(OpenBlock(fmt, start, body, body, tag), final)
 
     def _open_block(self, cur: OpenBlock, final: bool) -> bool:
@@ -323,7 +311,8 @@ class Engine:
         fmt = self.codec._openers.markers[token]
         if fmt.needs_body:
             follows = self._body_check(m.end(), final, json_only=True,
-                                       head=_BODY_HEADS.get(fmt.needs_body))
+                                       head=None if isinstance(fmt.needs_body, str)
+                                       else fmt.needs_body)
             if follows is None:
                 self._free_text(self.pos, m.start(), final, at_end=False)
                 return False
@@ -355,7 +344,7 @@ class Engine:
             fence_at = at + len(window) - len(stripped)
             m = _FENCED_JSON.match(self.text, fence_at, partial=not final)
             return None if m is not None and m.partial else m is not None
-        if head is None or not (stripped[0].isalpha() or stripped[0] == "_"):
+        if head is None or not (stripped[0].isalpha() or stripped[0] in "_<"):
             return False
         head_at = at + len(window) - len(stripped)
         ahead = self.text[head_at:head_at + HEAD_WINDOW]
@@ -530,10 +519,11 @@ class Engine:
     def _record(self, block: Block, index: int, calls: list[Any],
                 errors: list[CodecError]) -> None:
         self.asm.text = self.text
-        if block.fmt == "function" and block.end > block.body_end:  # the stray </tool_call>
+        past = BLOCK_KINDS[block.fmt].past_body_repair if block.fmt in BLOCK_KINDS else ""
+        if past and block.end > block.body_end:  # e.g. a stray </tool_call> after the call
             for call in calls:
-                if STRAY_CLOSE_DROPPED not in call.repairs:
-                    call.repairs.append(STRAY_CLOSE_DROPPED)
+                if past not in call.repairs:
+                    call.repairs.append(past)
         calls_before, errors_before = len(self.asm.calls), len(self.asm.errors)
         self.codec.apply_block(self.asm, index, block, calls, errors)
         for error in self.asm.errors[errors_before:]:
@@ -607,8 +597,9 @@ class Engine:
         self.current = None
         begin = cur.start if cur.lead is None else cur.lead
         if pairs and all(self.codec.registry.get(name) is not None for name, _ in pairs):
-            self.known_shape = True
             ok, calls = self.codec._check_pairs(pairs)
+            # {"name": NAME} of a tool with parameters describes it: not a call's shape
+            self.known_shape = self.known_shape or ok or all(a is not None for _, a in pairs)
             if ok:
                 fmt = "pythonic" if cur.kind == "pycall" else "json"
                 for call in calls:

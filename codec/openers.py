@@ -36,7 +36,7 @@ from toolcodec.regex_trie import trie_branches, trie_pattern
 
 BODY_WS = 64  # blanks allowed between an envelope opener and its body
 _JSON_REST = (r"[ \t\r\n]{0,16}(?:\{[ \t\r\n]{0,16})?"
-              r"\"(?:name|function|tool_calls|type|arguments|parameters)\"[ \t\r\n]{0,16}:")
+              r"\"(?:name|function|tool_calls?|type|arguments|parameters)\"[ \t\r\n]{0,16}:")
 _FENCE = r"```[ \t]{0,8}(?:json|JSON|json5)?[ \t]{0,8}\r?\n"
 _JSON_OPENER = rf"(?P<json>[\[{{]{_JSON_REST})|(?P<fence>{_FENCE})"
 _PARAM_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
@@ -152,7 +152,7 @@ def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
     framing = sorted((t for t, fmt in FRAMING.items() if on(fmt)), key=len, reverse=True)
     if framing:
         parts.append("(?P<framing>" + "|".join(regex.escape(t) for t in framing) + ")")
-    if on("qwen_xml"):
+    if on("qwen_xml", "functionary"):
         parts.append(r"<(?P<function>function=)")
     candidates = len(parts)
     if on("json"):
@@ -169,7 +169,7 @@ def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
         parts.append(start)
     # Every alternative's literal head, for the prefilter (``toolcodec.opener_scan``).
     literals = ([f"<{t}" for t in tag_names] + [f"<{t}" for t in fixed] + tokens + framing
-                + anywhere + (["<function="] if on("qwen_xml") else []))
+                + anywhere + (["<function="] if on("qwen_xml", "functionary") else []))
     # How far from the end of the text a cut opener may start (the longest token, the JSON
     # opener: 63 characters; the start marker is looked for where the text starts), and
     # the characters an opener may start with.

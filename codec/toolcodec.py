@@ -65,6 +65,7 @@ from toolcodec.formats import (
     gemma,
     glm,
     harmony,
+    hunyuan,
     invoke,
     kimi,
     kimi_k3,
@@ -103,6 +104,8 @@ RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
 MAX_CALLS = 128
 _TOOL_CALL_CLOSE = "</tool_call>"
 _SEPARATORS = re.compile(r"[\s,;]*")
+_BLANKS = re.compile(r"\s*")
+MERGED_SPLIT = "json.merged_calls_split"
 _LINE_COL = re.compile(r"\(line \d+, column \d+\)")
 _JSON_START = re.compile(r"\s*(?:\{|\[\s*\{|\[\s*\])")
 # Inside <tool_call>: a tool's name on its own line, then a tag that is not GLM's <arg_key>.
@@ -116,8 +119,11 @@ NORMALIZE_CLOSE_TAG = "xml.normalize_close_tag"
 # `<get_weather⏎city: Oslo⏎/>`: an opening tag left open around YAML lines, closed by "/>".
 _LEFT_OPEN_TAG = re.compile(r"<[^\s<>/]+[ \t]*\r?\n([^<>]*?)/>[ \t\r\n]*\Z")
 _HARMONY_CHANNEL = re.compile(r"<\|channel\|>[a-z]*")
+# `<function=NAME>` then a JSON object: Functionary v3.1 / Llama 3.1, not Qwen's parameters.
+_FUNCTION_JSON = re.compile(r"<function=([\w.\-]{1,128})>[ \t\r\n]*(?=\{)")
 # The public format id of a block decoded by the built-in readers.
-_FORMAT_ID = {"json": "hermes", "function": "qwen_xml", "tool_tag": "tool_tag",
+_FORMAT_ID = {"json": "hermes", "function": "qwen_xml", "function_json": "functionary",
+              "tool_tag": "tool_tag",
               "bare_tag": "tool_tag", "function_lt": "qwen_xml",
               "tool_element": "tool_element", "glm": "glm", "yaml_tag": "yaml_tag"}
 # JSON repairs that are fine in general but not for a call we are asked to trust.
@@ -308,6 +314,8 @@ class ToolCallCodec:
                 calls, errors = self._xml_call(f"{payload[:at]}<{payload[at:]}", "function",
                                                None, base + [MISSING_LT])
                 errors = _relocate(errors, -1, None)
+            elif fmt == "function_json":
+                calls, errors = self._function_json_call(payload, base)
             elif fmt in ("glm", "yaml_tag"):
                 calls, errors = self._read_calls(_read_format(fmt, payload, block, tag,
                                                               self.limits), base, payload)
@@ -329,12 +337,35 @@ class ToolCallCodec:
                                        base + [BARE_TOOL_NAME])
         return calls, _relocate(errors, start - len(opener), None)
 
+    def _function_json_call(self, payload: str,
+                            base: list[str]) -> tuple[list[Call], list[CodecError]]:
+        """``<function=NAME>{…}</function>`` (Functionary v3.1, Llama 3.1): the arguments
+        are JSON, read like an envelope's."""
+        m = _FUNCTION_JSON.match(payload)
+        name, start = m.group(1), m.end()
+        end = payload.rfind("</function>")
+        args_text = payload[start:end if end >= start else len(payload)]
+        if self.registry.get(name) is None:
+            return [], [CodecError(UNKNOWN_TOOL, f"unknown tool {name!r}", {"tool": name})]
+        value, repairs, errors = self._parse_json(args_text)
+        if errors:
+            return [], _relocate(errors, start, None)
+        if not isinstance(value, dict):
+            return [], [CodecError(INVALID_JSON, "the call's arguments are not a JSON object",
+                                   {"position": start})]
+        result = self.validate(name, value)
+        if not result.ok:
+            return [], list(result.errors)
+        return [Call(name, result.arguments, unique_ids(base + repairs + result.repairs))], []
+
     def _marker_calls(self, marker: Any, payload: str, block: Block,
                       base: list[str]) -> tuple[list[Call], list[CodecError]]:
         payload = strip_end_tokens(payload)  # only ever shortens the end: offsets hold
         body = marker.body
         if callable(body):  # a registered family's reader
             return self._read_calls(_run_reader(marker, payload, block.closed), base, payload)
+        if body == "tool_calls":  # Hunyuan A13B's JSON list, or HY3's <tool_call> elements
+            body = "json" if _JSON_START.match(payload) else "hunyuan"
         if body in ("json_or_pythonic", "mistral") and _JSON_START.match(payload):
             body = "json"  # a JSON call or list of calls
         elif body == "json_or_pythonic":
@@ -399,6 +430,8 @@ class ToolCallCodec:
     def _payload_format(self, block: Block, payload: str) -> tuple[str, str | None]:
         if block.fmt == "tool_tag" and self._yaml_body(payload):
             return "yaml_tag", block.tag
+        if block.fmt == "function" and _FUNCTION_JSON.match(payload):
+            return "function_json", None  # Functionary v3.1 / Llama 3.1: JSON arguments
         if block.fmt != "tool_call":
             return block.fmt, block.tag
         head = payload.lstrip()
@@ -439,6 +472,11 @@ class ToolCallCodec:
         calls: list[Call] = []
         errors = []
         for name, args in pairs:
+            merged = self._merged_calls(name, args, base + repairs) \
+                if isinstance(args, str) else []
+            if merged:
+                calls += merged
+                continue
             result = self.validate(name, args)
             if result.ok:
                 calls.append(Call(name, result.arguments,
@@ -488,8 +526,13 @@ class ToolCallCodec:
             return False, []
         calls = []
         for name, args in pairs:
-            if self.registry.get(name) is None:
+            spec = self.registry.get(name)
+            if spec is None:
                 return False, []
+            if args is None:  # {"name": NAME}: a call only of a tool without parameters
+                if _declares_parameters(spec):
+                    return False, []
+                args = {}
             payload_changed = False
             if isinstance(args, str):
                 args, payload_changed = _strip_bidi(args)
@@ -524,9 +567,9 @@ class ToolCallCodec:
             last = len(msg.calls) - 1
             for i, nc in enumerate(msg.calls):
                 # the output was cut off: the last call's arguments may be cut short
-                call, errors = self._native_call(nc, cut=eng.finish_reason == "length"
-                                                 and i == last)
-                if call is not None:
+                calls, errors = self._native_call(nc, cut=eng.finish_reason == "length"
+                                                  and i == last)
+                for call in calls:
                     asm.calls.append(call)
                     asm.repairs.extend(call.repairs)
                     eng.native_events.append(eng._call_event(call))
@@ -543,11 +586,14 @@ class ToolCallCodec:
         return result
 
     def _native_call(self, nc: native.NativeCall, *,
-                     cut: bool = False) -> tuple[Call | None, list[CodecError]]:
+                     cut: bool = False) -> tuple[list[Call], list[CodecError]]:
         args, base, errors = nc.arguments, [], []
         if isinstance(args, str):  # the usual case: OpenAI sends arguments as JSON text
             args, changed = _strip_bidi(args)
             base = ["text.bidi_removed"] if changed else []
+            merged = self._merged_calls(nc.name, args, base, "native")
+            if merged:
+                return merged, []
             args, repairs, errors = self._parse_json(args)
             base += repairs
             if cut and UNCLOSED in repairs:  # arguments the end of the output cut short
@@ -557,9 +603,27 @@ class ToolCallCodec:
             raw = nc.arguments if isinstance(nc.arguments, str) else _dump(nc.arguments)
             details = {"call_index": nc.index, "tool": nc.name, "raw": _truncate(raw)}
             found = errors if result is None else result.errors
-            return None, [_with_details(e, details) for e in found]
-        return Call(nc.name, result.arguments, unique_ids(base + result.repairs),
-                    format="native"), []
+            return [], [_with_details(e, details) for e in found]
+        return [Call(nc.name, result.arguments, unique_ids(base + result.repairs),
+                     format="native")], []
+
+    def _merged_calls(self, name: str, args: str, base: list[str],
+                      fmt: str = "") -> list[Call]:
+        """Arguments that are two or more JSON objects in a row (``{"path": "a"}{"path":
+        "b"}``: a client merged the argument texts of parallel calls of one tool): one call
+        per object, when every object is valid JSON and validates (``json.merged_calls_split``);
+        else none."""
+        values = _merged_objects(args)
+        if values is None:
+            return []
+        calls = []
+        for value in values:
+            result = self.validate(name, value)
+            if not result.ok:
+                return []
+            calls.append(Call(name, result.arguments,
+                              unique_ids(base + [MERGED_SPLIT] + result.repairs), format=fmt))
+        return calls
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -573,11 +637,30 @@ def _envelope_pairs(value: Any) -> list[tuple[str, Any]] | None:
         if isinstance(item, dict) and "name" not in item and isinstance(item.get("function"),
                                                                          dict):
             item = item["function"]
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        # Cohere writes {"tool_call_id", "tool_name", "parameters"}
+        name = item.get("name", item.get("tool_name")) if isinstance(item, dict) else None
+        if not isinstance(name, str):
             return None
         args = item.get("arguments", item.get("parameters", {}))
-        pairs.append((item["name"], {} if args is None else args))
+        pairs.append((name, {} if args is None else args))
     return pairs or None
+
+
+def _merged_objects(text: str) -> list[dict[str, Any]] | None:
+    """Two or more JSON objects in a row, blanks between, each valid JSON (else None)."""
+    values: list[dict[str, Any]] = []
+    pos = _BLANKS.match(text).end()
+    while pos < len(text) and text[pos] == "{" and len(values) <= MAX_CALLS:
+        end = mistral.json_end(text, pos)
+        try:
+            value = orjson.loads(text[pos:end])
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        values.append(value)
+        pos = _BLANKS.match(text, end).end()
+    return values if len(values) >= 2 and pos == len(text) else None
 
 
 def _left_out(fmt_id: str) -> CodecError:
@@ -601,6 +684,12 @@ def _without_think_close(payload: str) -> tuple[str, list[str]]:
     if stripped.endswith("</think>") and stripped[:-8].rstrip().endswith(("}", "]")):
         return stripped[:-8], [THINK_CLOSE_DROPPED]
     return payload, []
+
+
+def _declares_parameters(spec: Any) -> bool:
+    """Whether a tool's schema declares any parameter (or requires any)."""
+    schema = spec.schema if isinstance(spec.schema, dict) else {}
+    return bool(schema.get("properties") or schema.get("required"))
 
 
 def _parameter_names(registry: Any) -> dict[str, list[str]]:
@@ -667,7 +756,8 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
 _READERS: dict[str, Any] = {
     "glm": glm.read, "kimi": kimi.read, "deepseek": deepseek.read, "dsml": deepseek.read_dsml,
     "mistral": mistral.read, "invoke": invoke.read, "apertus": apertus.read, "gemma": gemma.read,
-    "step3": step3.read, "minicpm": minicpm.read, "kimi_k3": kimi_k3.read}
+    "step3": step3.read, "minicpm": minicpm.read, "kimi_k3": kimi_k3.read,
+    "hunyuan": hunyuan.read}
 
 
 def _run_reader(marker: Any, payload: str, closed: bool) -> Any:

@@ -44,6 +44,8 @@ _FUNCTION_NAME_RE = re.compile(
     + r"(?:[ \t]*=[ \t]*[\"']?([^\"'<>\s/]+)|\s+name\s*=\s*[\"']([^\"'<>]*)[\"'])"
 )
 _CALL_OPEN_OR_CDATA = re.compile("<" + _CALL_TAG + r"=|<!\[CDATA\[.*?(?:\]\]>|\Z)", re.S)
+_PARAM_OPEN = re.compile(r"<parameter[ \t\r\n=>]")
+_PARAM_CLOSE = re.compile(r"</parameter[ \t\r\n]*>")
 _TOOL_NAME_RE = re.compile(r"<tool_name>\s*([^<]*?)\s*</tool_name>")
 _FIRST_TAG_RE = re.compile(r"<([^\W\d][\w.:-]*)")
 _SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
@@ -539,12 +541,24 @@ _PARAMETER_NAME = re.compile(r"[A-Za-z_][\w.-]{0,127}")
 
 def split_functions(payload: str) -> list[str]:
     """One ``<tool_call>`` may hold several ``<function=…>`` calls (or ``<call=…>``,
-    ``<invoke=…>``, ``<tool=…>``): one part per call. One inside a CDATA section is text."""
-    starts = [m.start() for m in _CALL_OPEN_OR_CDATA.finditer(payload) if m.group(1)]
+    ``<invoke=…>``, ``<tool=…>``): one part per call. One inside a CDATA section, or inside a
+    parameter's value that no ``</function>`` has closed since, is text."""
+    starts: list[int] = []
+    for m in _CALL_OPEN_OR_CDATA.finditer(payload):
+        if m.group(1) and not (starts and _inside_value(payload[starts[-1]:m.start()])):
+            starts.append(m.start())
     if len(starts) < 2:
         return [payload]
     starts[0] = 0
     return [payload[a:b] for a, b in zip(starts, starts[1:] + [len(payload)], strict=True)]
+
+
+def _inside_value(part: str) -> bool:
+    """Whether the end of a call's text so far is inside a parameter value: one opened
+    after the call's last ``</function>`` and not closed since."""
+    close = part.rfind("</function>")
+    rest = part[close:] if close >= 0 else part
+    return len(_PARAM_OPEN.findall(rest)) > len(_PARAM_CLOSE.findall(rest))
 
 
 def _text_value(el: Element, schema: dict | None) -> Any:

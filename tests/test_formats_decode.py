@@ -90,6 +90,13 @@ EXAMPLES = [
                  '{"q": "cats & dogs"}}<|action_end|>', [SEARCH]),
     ("tool_calls", '<tool_calls>[{"name": "search", "arguments": {"q": "cats & dogs"}}]'
                    "</tool_calls>", [SEARCH]),
+    ("tool_calls", "<tool_calls>\n<tool_call>search<tool_sep>\n<arg_key>q</arg_key>\n"
+                   "<arg_value>cats & dogs</arg_value>\n</tool_call>\n</tool_calls>", [SEARCH]),
+    ("nemotron", '<TOOLCALL>[{"name": "search", "arguments": {"q": "cats & dogs"}}]</TOOLCALL>',
+     [SEARCH]),
+    ("cohere", '<|START_ACTION|>\n[\n    {"tool_call_id": "0", "tool_name": "search", '
+               '"parameters": {"q": "cats & dogs"}}\n]\n<|END_ACTION|>', [SEARCH]),
+    ("functionary", '<function=get_weather>{"city": "Oslo", "days": 2}</function>', [WEATHER]),
     ("longcat", '<longcat_tool_call>{"name": "search", "arguments": {"q": "cats & dogs"}}'
                 "</longcat_tool_call>", [SEARCH]),
     ("gigachat", 'function call<|role_sep|>\n{"name": "search", "arguments": '

@@ -11,12 +11,13 @@ knows no kind itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from toolcodec.envelopes import Block
-from toolcodec.formats import hermes, marker_end, qwen_xml, tool_tag
+from toolcodec.formats import glm, hermes, marker_end, qwen_xml, tool_tag, yamlbody
 from toolcodec.formats.open_block import EndRule, OpenBlock, quiet_until_gt
 
 
@@ -38,21 +39,42 @@ class BlockKind:
     ``cut(text, cur, block, codec)`` says whether the end of the text cut it (with
     ``finish_reason="length"`` a cut block is no call); ``calls_end(text, block, codec)``,
     for a cut block, is where its complete calls end (None: none); with
-    ``empty_is_framing`` a closed block with a blank body is framing, not a failed call."""
+    ``empty_is_framing`` a closed block with a blank body is framing, not a failed call.
+
+    What its opener needs (a tag-like opener, ``toolcodec.openers``): with ``checks_body``, a
+    body must follow (``<``, ``{``, ``[``; a word when ``word_head`` matches it; a code fence
+    around JSON with ``fenced_json``; ``<NAME/>`` is whole with ``self_closing``, whose
+    opener's group is the block's tag). ``body_at_opener``: the opener is part of the body.
+    ``past_body_repair``: the repair of a call whose block goes on past its body."""
 
     end: EndRule
     quiet: Callable[[OpenBlock, str], bool] = quiet_until_gt
     cut: Callable[[str, OpenBlock, Block, Any], bool] = cut_if_unclosed
     calls_end: Callable[[str, Block, Any], int | None] | None = None
     empty_is_framing: bool = False
+    checks_body: bool = True
+    word_head: re.Pattern[str] | None = None
+    fenced_json: bool = False
+    self_closing: bool = False
+    body_at_opener: bool = False
+    past_body_repair: str = ""
 
+
+# A <tool_call> body that starts with a word: a GLM name, or a Qwen `function=NAME>` that lost
+# its "<" (xml.missing_lt).
+_TOOL_CALL_WORD = re.compile(glm.TEXT_HEAD.pattern
+                             + r"|[ \t\r\n]*(?:function|call|invoke|tool)=[\w.\-]+>")
 
 BLOCK_KINDS: dict[str, BlockKind] = {
-    "tool_call": BlockKind(hermes.tool_call_end),
-    "function": BlockKind(qwen_xml.function_end),
+    "tool_call": BlockKind(hermes.tool_call_end, word_head=_TOOL_CALL_WORD, fenced_json=True),
+    "function": BlockKind(qwen_xml.function_end, checks_body=False, body_at_opener=True,
+                          past_body_repair="xml.stray_close_dropped"),
     "tool_element": BlockKind(tool_tag.element_end),
-    "tool_tag": BlockKind(tool_tag.tool_tag_end),
+    "tool_tag": BlockKind(tool_tag.tool_tag_end, word_head=yamlbody.TEXT_HEAD,
+                          self_closing=True, body_at_opener=True),
     "bare_tag": BlockKind(tool_tag.bare_end, tool_tag.bare_quiet, tool_tag.bare_cut),
     "marker": BlockKind(marker_end.marker_end, _never_quiet, marker_end.marker_cut,
                         marker_end.calls_end, empty_is_framing=True),
 }
+# The block kind an opener group of ``toolcodec.openers`` starts (``fixed`` tags by name).
+OPENER_KINDS = {"function": "function", "tag": "tool_tag"}

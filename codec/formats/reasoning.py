@@ -78,13 +78,19 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
     ReasoningFormat("apertus", ("<|inner_prefix|>",), ("<|inner_suffix|>",)),
     ReasoningFormat("gemma4", ("<|channel>thought",), ("<channel|>",)),
     ReasoningFormat("kimi_k3", (_k3_open("think"),), (_k3_close("think"),), format="kimi_k3"),
+    # Cohere Command R7B / Command A: thinking, then the answer (Command A: RESPONSE; R7B: TEXT)
+    ReasoningFormat("cohere", ("<|START_THINKING|>",), ("<|END_THINKING|>",), format="cohere"),
+    ReasoningFormat("cohere_response", ("<|START_RESPONSE|>", "<|START_TEXT|>"),
+                    ("<|END_RESPONSE|>", "<|END_TEXT|>"), kind="content", format="cohere"),
 )
 
 # Structure that is neither content nor a call, and the call format it belongs to.
 FRAMING: dict[str, str] = {
     **{h + "commentary<|message|>": "harmony" for h in _HARMONY_HEADS},
+    # a think closer whose opener the prompt wrote (without starts_in_reasoning) is a control
+    # token too: never content
     **{t: "kimi_k3" for t in (_k3_open("response"), _k3_close("response"),
-                              _k3_close("message"), "<|end_of_msg|>")},
+                              _k3_close("message"), "<|end_of_msg|>", _k3_close("think"))},
 }
 
 # Every row by id and by opener, registered families' rows included (``add_rows``).

@@ -9,9 +9,12 @@ knows without this table (``hermes``, ``qwen_xml``, ``glm``, ``tool_tag``, ``yam
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from toolcodec.formats import hunyuan
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +29,9 @@ class MarkerFormat:
     token). With ``next_opener_ends`` a new opener of the same
     format ends the block. ``open_ended`` formats have no end token at all: the end of the
     generation ends them and is not a repair. ``needs_body`` openers that are ordinary words
-    count only when a body follows them (JSON; for ``"call"``, a Python call; for ``"tag"``,
-    the opening tag's name and ``>`` then a parameter tag or the close tag), so prose that
-    names them stays prose. ``at_start`` openers continue a header the prompt began (gpt-oss's
+    count only when a body follows them (``"json"``: JSON; a pattern: JSON or what the pattern
+    matches within 160 characters), so prose that names them stays prose. ``at_start``
+    openers continue a header the prompt began (gpt-oss's
     ``<|start|>assistant`` then the recipient), so they count only where the output starts.
     An end token inside one of the body's ``quotes`` strings (``"`` for JSON, with its
     escapes; a quote token such as Gemma's ``<|"|>``) is the string's text. ``call_ends``
@@ -44,7 +47,7 @@ class MarkerFormat:
     keep_opener: bool = False
     next_opener_ends: bool = False
     open_ended: bool = False
-    needs_body: str = ""  # "" | "json" | "call" | "tag"
+    needs_body: str | re.Pattern[str] = ""  # "" | "json" | a head pattern
     at_start: bool = False  # the openers count only at the start of the output (past blanks)
     quotes: tuple[str, ...] = ()  # strings in the body, inside which an end token is text
     call_ends: tuple[str, ...] = ()  # per-call end tokens of a section of several calls
@@ -63,6 +66,12 @@ def _deepseek(token: str) -> tuple[str, ...]:
 
 
 _JSON = ('"',)  # JSON strings
+# What follows an opener that is an ordinary word, for it to open a block (``needs_body``):
+# a Python call (OLMo's <function_calls>), or MiniCPM's `<function name="` then the name, the
+# tag's end, and a parameter or the close tag.
+_CALL_HEAD = re.compile(r"[ \t\r\n]*[A-Za-z_][\w.]{0,127}[ \t]*\(")
+_TAG_HEAD = re.compile(r"[A-Za-z_][\w.\-]{0,127}[\"'][ \t]*>[ \t\r\n]{0,64}"
+                       r"(?:<param(?:eter)?[ \t]|</function>)")
 _DS_CALL_ENDS = ("<\uff5ctool\u2581call\u2581end\uff5c>", "<|tool\u2581call\u2581end|>",
                  "<|tool_call_end|>")
 
@@ -92,7 +101,8 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
                  body="deepseek", keep_opener=True, quotes=_JSON, call_ends=_DS_CALL_ENDS),
     # DeepSeek V3.2 / V4 DSML, in every block name and bar seen: function_calls, tool_calls,
     # and " calls" (a blank after the bar)
-    MarkerFormat("deepseek_dsml", _dsml(""), _dsml("/"), body="dsml"),
+    MarkerFormat("deepseek_dsml", _dsml(""), _dsml("/"), body="dsml",
+                 call_ends=(f"</{_DS_BAR}DSML{_DS_BAR}invoke>", "</|DSML|invoke>")),
     MarkerFormat("mistral", ("[TOOL_CALLS]",), body="mistral", next_opener_ends=True,
                  open_ended=True, quotes=_JSON),
     MarkerFormat("harmony", tuple(f"{end}{start}<|channel|>{channel} to=" for end in ("", "<|end|>")
@@ -103,7 +113,8 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     # the recipient in the role header, right after the prompt's <|start|>assistant
     MarkerFormat("harmony", ("to=functions.",), ("<|call|>", "<|end|>", "<|return|>"),
                  body="harmony", at_start=True, quotes=_JSON),
-    MarkerFormat("minimax", ("<minimax:tool_call>",), ("</minimax:tool_call>",), body="invoke"),
+    MarkerFormat("minimax", ("<minimax:tool_call>",), ("</minimax:tool_call>",), body="invoke",
+                 call_ends=("</invoke>",)),
     MarkerFormat("dots", ("<dots_function_call>",), ("</dots_function_call>",), body="invoke"),
     MarkerFormat("seed_oss", ("<seed:tool_call>",), ("</seed:tool_call>",), body="qwen_xml"),
     MarkerFormat("lfm2", ("<|tool_call_start|>",), ("<|tool_call_end|>",),
@@ -112,14 +123,20 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
                  body="json_or_pythonic", open_ended=True),
     MarkerFormat("llama", ("<|python_start|>",), ("<|python_end|>",), body="json_or_pythonic"),
     MarkerFormat("olmo", ("<function_calls>",), ("</function_calls>",), body="pythonic",
-                 needs_body="call"),
+                 needs_body=_CALL_HEAD),
     MarkerFormat("granite", ("<|tool_call|>",), body="json", open_ended=True,
                  next_opener_ends=True),
     MarkerFormat("granite_fc", ("<function_call>",), ("</function_call>",), body="json",
                  next_opener_ends=True, open_ended=True, needs_body="json"),
     MarkerFormat("internlm", ("<|action_start|><|plugin|>",), ("<|action_end|>",), body="json"),
-    MarkerFormat("tool_calls", ("<tool_calls>",), ("</tool_calls>",), body="json",
-                 needs_body="json"),
+    # Hunyuan A13B (a JSON list) and HY3 (<tool_call>NAME<tool_sep>…, toolcodec.formats.hunyuan)
+    MarkerFormat("tool_calls", ("<tool_calls>",), ("</tool_calls>",), body="tool_calls",
+                 needs_body=hunyuan.HEAD),
+    # Nemotron Nano v2: <TOOLCALL>[{"name", "arguments"}]</TOOLCALL>
+    MarkerFormat("nemotron", ("<TOOLCALL>",), ("</TOOLCALL>",), body="json", quotes=_JSON),
+    # Cohere Command R7B / Command A: [{"tool_call_id", "tool_name", "parameters"}]
+    MarkerFormat("cohere", ("<|START_ACTION|>",), ("<|END_ACTION|>",), body="json",
+                 quotes=_JSON),
     MarkerFormat("longcat", ("<longcat_tool_call>",), ("</longcat_tool_call>",), body="json"),
     MarkerFormat("apertus", ("<|tools_prefix|>",), ("<|tools_suffix|>",), body="apertus"),
     MarkerFormat("functiongemma", ("<start_function_call>",), ("<end_function_call>",),
@@ -134,7 +151,7 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
                  (f"<{_DS_BAR}tool_calls_end{_DS_BAR}>",), body="step3", keep_opener=True),
     # MiniCPM-5 has no wrapper token: each call is one <function name="…">…</function> element
     MarkerFormat("minicpm", ('<function name="', "<function name='"), ("</function>",),
-                 body="minicpm", keep_opener=True, needs_body="tag"),
+                 body="minicpm", keep_opener=True, needs_body=_TAG_HEAD),
     MarkerFormat("gigachat", ("<|message_sep|>\n\nfunction call<|role_sep|>",
                               "<|message_sep|>\nfunction call<|role_sep|>",
                               "<|message_sep|>function call<|role_sep|>",
@@ -142,9 +159,10 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
                  body="json", open_ended=True),
 )
 
-# Formats read without a table entry, for ``formats=`` and the docs.
+# Formats read without a table entry, for ``formats=`` and the docs (``functionary``: Functionary
+# v3.1 and Llama 3.1's <function=NAME>{json}</function>, opened by Qwen3's ``<function=``).
 BUILTIN = ("hermes", "qwen_xml", "glm", "tool_tag", "yaml_tag", "tool_element", "json",
-           "pythonic")
+           "pythonic", "functionary")
 ALL_FORMATS = tuple(dict.fromkeys(BUILTIN + tuple(f.id for f in MARKER_FORMATS)))
 
 # Tokens a server may leave at the very end of a generation; never part of a call's body, and

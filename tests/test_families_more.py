@@ -1,0 +1,287 @@
+"""Families added through the one family interface, each with outputs built from the model's
+official chat template or an engine's parser tests (named by origin), through ``decode`` and
+the stream (the same answer at every cut); and the decoder's format-level corruptions, each
+from the real shape that showed it."""
+
+from __future__ import annotations
+
+import pytest
+from toolcodec import ToolCallCodec
+from toolcodec.formats.presets import PRESETS
+
+from tests.test_stream import check
+
+TOOLS = [
+    {"name": "special_function", "parameters": {"type": "object", "properties": {
+        "arg1": {"type": "integer"}}, "required": ["arg1"]}},
+    {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "date": {"type": "string"}, "unit": {"type": "string"}},
+        "required": ["city"]}},
+    {"name": "get_current_date", "parameters": {"type": "object", "properties": {}}},
+    {"name": "lookup", "parameters": {"type": "object", "properties": {
+        "query": {"type": "string"}}, "required": ["query"]}},
+    {"name": "foo", "parameters": {"type": "object", "properties": {
+        "query": {"type": "string"}}}},
+    {"name": "bar", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+    {"name": "read_file", "parameters": {"type": "object", "properties": {
+        "path": {"type": "string"}}, "required": ["path"]}},
+]
+CODEC = ToolCallCodec(TOOLS)
+
+# (origin, format id, output, calls, content, reasoning)
+CASES = [
+    ("llama.cpp tests/test-chat.cpp, meetkai-functionary-medium-v3.1.jinja", "functionary",
+     '<function=special_function>{"arg1": 1}</function>',
+     [("special_function", {"arg1": 1})], "", None),
+    ("llama.cpp tests/test-chat.cpp, functionary v3.1: two calls, end of message token",
+     "functionary",
+     'Sure.<function=special_function>{"arg1": 1}</function>'
+     '<function=get_current_date>{}</function><|eom_id|>',
+     [("special_function", {"arg1": 1}), ("get_current_date", {})], "Sure.", None),
+    ("vLLM tests/tool_parsers/test_nemotron_nano_v2_tool_parser.py: from_nemotron_array",
+     "nemotron",
+     'Let me check that.<TOOLCALL>[{"name": "get_weather", '
+     '"arguments": {"city": "Tokyo", "unit": "celsius"}}]</TOOLCALL>',
+     [("get_weather", {"city": "Tokyo", "unit": "celsius"})], "Let me check that.", None),
+    ("vLLM tests/tool_parsers/test_nemotron_nano_v2_tool_parser.py: wraps_single_object",
+     "nemotron", '<TOOLCALL>{"name": "lookup", "arguments": {"query": "vllm"}}</TOOLCALL>',
+     [("lookup", {"query": "vllm"})], "", None),
+    ("vLLM tests/tool_parsers/test_nemotron_nano_v2_tool_parser.py: keeps_think_block",
+     "nemotron",
+     '<think>\nI need the weather for Tokyo.\n</think>\n'
+     '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]</TOOLCALL>',
+     [("get_weather", {"city": "Tokyo"})], "", "I need the weather for Tokyo."),
+    ("vLLM tests/tool_parsers/test_cohere_command_tool_parser.py: cmd4-multiple_tool_calls",
+     "cohere",
+     '<|START_THINKING|>first I think about foo<|END_THINKING|><|START_ACTION|>\n[\n'
+     '    {"tool_call_id": "0", "tool_name": "foo", "parameters": {"query": "query1"}},\n'
+     '    {"tool_call_id": "1", "tool_name": "bar", "parameters": {"x": 42}}\n]\n'
+     '<|END_ACTION|>',
+     [("foo", {"query": "query1"}), ("bar", {"x": 42})], "", "first I think about foo"),
+    ("vLLM tests/tool_parsers/test_cohere_command_tool_parser.py: cmd3-single_tool_call",
+     "cohere",
+     '<|START_THINKING|> i will call foo with query1<|END_THINKING|><|START_ACTION|>\n[\n'
+     '    {"tool_call_id": "0", "tool_name": "foo", "parameters": {"query": "query1"}}\n]\n'
+     '<|END_ACTION|>',
+     [("foo", {"query": "query1"})], "", "i will call foo with query1"),
+    ("vLLM tests/tool_parsers/test_hy_v3_tool_parser.py: test_multiple", "tool_calls",
+     "<tool_calls>\n<tool_call>get_weather<tool_sep>\n<arg_key>city</arg_key>\n"
+     "<arg_value>Beijing</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2026-03-30"
+     "</arg_value>\n</tool_call>\n<tool_call>get_weather<tool_sep>\n<arg_key>city</arg_key>\n"
+     "<arg_value>Hangzhou</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2026-03-30"
+     "</arg_value>\n</tool_call>\n</tool_calls>",
+     [("get_weather", {"city": "Beijing", "date": "2026-03-30"}),
+      ("get_weather", {"city": "Hangzhou", "date": "2026-03-30"})], "", None),
+    ("vLLM tests/tool_parsers/test_hy_v3_tool_parser.py: test_zero_arg_inline", "tool_calls",
+     "<tool_calls><tool_call>get_current_date<tool_sep></tool_call></tool_calls>",
+     [("get_current_date", {})], "", None),
+    ("vLLM tests/tool_parsers/test_hy_v3_tool_parser.py: test_content_before", "tool_calls",
+     "Checking.<tool_calls>\n<tool_call>get_current_date<tool_sep>\n</tool_call>\n"
+     "</tool_calls>", [("get_current_date", {})], "Checking.", None),
+]
+
+
+def _calls(result) -> list[tuple[str, dict]]:
+    return [(c.name, c.arguments) for c in result.calls]
+
+
+@pytest.mark.parametrize("origin, fmt, text, calls, content, reasoning", CASES,
+                         ids=[f"{c[1]}-{i}" for i, c in enumerate(CASES)])
+def test_family_decodes_whole_and_streamed_at_every_cut(origin, fmt, text, calls, content,
+                                                        reasoning) -> None:
+    r = CODEC.decode(text)
+    assert r.ok, r.errors
+    assert _calls(r) == calls
+    assert {c.format for c in r.calls} == {fmt}
+    assert (r.content, r.reasoning) == (content, reasoning)
+    for cut in range(len(text) + 1):
+        check(CODEC, text, [text[:cut], text[cut:]])
+    check(CODEC, text, list(text))
+    only = ToolCallCodec(TOOLS, formats=[fmt]).decode(text)
+    assert _calls(only) == calls  # the family's own format is enough
+
+
+def test_cohere_citations_and_response_channel() -> None:
+    """vLLM tests/tool_parsers/test_cohere_command_tool_parser.py: cmd4-citations (the
+    citation markup is kept as written: dropping it would drop the caller's text)."""
+    text = ("<|START_THINKING|>This is a rainbow<|END_THINKING|>\n"
+            "<|START_RESPONSE|>foo bar<|END_RESPONSE|>")
+    r = CODEC.decode(text)
+    assert (r.calls, r.content, r.reasoning) == ([], "foo bar", "This is a rainbow")
+    for cut in range(len(text) + 1):
+        check(CODEC, text, [text[:cut], text[cut:]])
+
+
+def test_functionary_needs_a_known_tool_and_an_object() -> None:
+    r = CODEC.decode('<function=nope>{"a": 1}</function>')
+    assert not r.calls and r.errors[0].code == "unknown_tool"
+    r = CODEC.decode('<function=special_function>{"arg1": "one"}</function>')
+    assert not r.calls and r.errors[0].code == "schema_violation"
+    # Qwen3-Coder's parameters after <function=…> are read as before
+    r = CODEC.decode("<function=special_function><parameter=arg1>3</parameter></function>")
+    assert _calls(r) == [("special_function", {"arg1": 3})] and r.calls[0].format == "qwen_xml"
+
+
+def test_a_hunyuan_word_in_prose_stays_prose() -> None:
+    text = "Wrap them in <tool_calls> tags, then stop."
+    assert CODEC.decode(text).to_dict()["content"] == text
+
+
+@pytest.mark.parametrize("name, formats", [
+    ("hermes", ["hermes"]), ("qwen3_coder", ["hermes", "qwen_xml"]),
+    ("llama3_json", ["llama", "json"]), ("deepseek_v3", ["deepseek"]),
+    ("kimi_k2", ["kimi_k2"]), ("glm45", ["glm"]), ("minimax_m2", ["minimax"]),
+    ("seed_oss", ["seed_oss"]), ("openai", ["harmony"]), ("hy_v3", ["tool_calls"]),
+    ("cohere_command4", ["cohere"]), ("nemotron_nano_v2", ["nemotron"]),
+])
+def test_vllm_parser_names_are_presets(name, formats) -> None:
+    assert PRESETS[name]["formats"] == formats
+    ToolCallCodec(TOOLS, **PRESETS[name])  # every format id it names exists
+
+
+def test_every_preset_builds_a_codec() -> None:
+    for name, options in PRESETS.items():
+        assert ToolCallCodec(TOOLS, **options).formats, name
+
+
+# -- corruptions ----------------------------------------------------------------------------
+
+
+def test_gpt_oss_channel_text_inside_arguments_is_kept() -> None:
+    """The channel pattern blanked `<|channel|>WORD` anywhere in the payload: the arguments'
+    text lost it. It belongs to the header only."""
+    text = ('<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>'
+            '{"path": "notes<|channel|>final.txt"}<|call|>')
+    r = CODEC.decode(text)
+    assert _calls(r) == [("read_file", {"path": "notes<|channel|>final.txt"})]
+    for cut in range(len(text) + 1):
+        check(CODEC, text, [text[:cut], text[cut:]])
+
+
+def test_glm_value_closed_by_the_blocks_closer() -> None:
+    """GLM-4.5 output whose last </arg_value> is missing before </tool_call>: read like Qwen
+    XML reads a parameter closed by </function> (xml.balance_tags), not refused."""
+    text = ("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n"
+            "<arg_key>date</arg_key>\n<arg_value>2026-03-30\n</tool_call>")
+    r = CODEC.decode(text)
+    assert _calls(r) == [("get_weather", {"city": "Beijing", "date": "2026-03-30"})]
+    assert "xml.balance_tags" in r.calls[0].repairs
+    # a value that another key follows is not guessed; a cut one stays a cut one
+    bad = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing\n" \
+          "<arg_key>date</arg_key>\n<arg_value>x\n</tool_call>"
+    assert CODEC.decode(bad).calls == []
+    cut = text[:-len("</tool_call>")]
+    assert CODEC.decode(cut).calls == []
+    assert CODEC.decode(cut, finish_reason="length").errors[0].code == "truncated"
+
+
+@pytest.mark.parametrize("text, calls", [
+    # DeepSeek V3.2 DSML (vLLM test_deepseekv32_tool_parser.py shape), cut in the second call
+    ("<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+     "<｜DSML｜parameter name=\"city\" string=\"true\">Oslo</｜DSML｜parameter>\n"
+     "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"get_weather\">\n"
+     "<｜DSML｜parameter name=\"city\" string=\"true\">Ber",
+     [("get_weather", {"city": "Oslo"})]),
+    # MiniMax-M2 (vLLM test_minimax_m2_tool_parser.py shape), cut in the second call
+    ("<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Oslo"
+     "</parameter>\n</invoke>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Ber",
+     [("get_weather", {"city": "Oslo"})]),
+])
+def test_a_cut_section_keeps_its_complete_first_call(text, calls) -> None:
+    r = CODEC.decode(text, finish_reason="length")
+    assert _calls(r) == calls
+    assert [e.code for e in r.errors] == ["truncated"]
+    for cut in (len(text) // 3, len(text) // 2, len(text) - 5):
+        s = CODEC.stream(id_prefix="t")
+        s.feed(text[:cut])
+        s.feed(text[cut:])
+        s.close(finish_reason="length")
+        assert s.result().to_dict() == r.to_dict()
+
+
+def test_an_orphan_kimi_k3_think_closer_never_reaches_content() -> None:
+    """The prompt opened the think section and the caller did not say so: the closer is a
+    control token, never content (with starts_in_reasoning="kimi_k3", or the kimi-k3
+    preset, the text before it is reasoning)."""
+    text = "Let me think.<|close|>think<|sep|>It is sunny."
+    r = CODEC.decode(text)
+    assert r.content == "Let me think.It is sunny." and "<|" not in r.content
+    with_prefill = ToolCallCodec(TOOLS, **PRESETS["kimi-k3"]).decode(text)
+    assert (with_prefill.reasoning, with_prefill.content) == ("Let me think.", "It is sunny.")
+    for cut in range(len(text) + 1):
+        check(CODEC, text, [text[:cut], text[cut:]])
+
+
+def test_llama_cpp_generic_tool_call_in_prose() -> None:
+    """llama.cpp's generic format (common/chat.cpp, templates it does not recognise): the
+    model answers {"tool_call": {"name", "arguments"}}."""
+    text = '{"tool_call": {"name": "special_function", "arguments": {"arg1": 1}}}'
+    r = CODEC.decode(text)
+    assert _calls(r) == [("special_function", {"arg1": 1})] and r.content == ""
+    for cut in range(len(text) + 1):
+        check(CODEC, text, [text[:cut], text[cut:]])
+
+
+def test_a_known_zero_argument_tool_written_without_arguments() -> None:
+    """agno #3826: {"name": "get_current_date"} with no "arguments" for a tool that takes
+    none is its call; for a tool with parameters it stays a description."""
+    text = 'Sure: {"name": "get_current_date"}'
+    r = CODEC.decode(text)
+    assert _calls(r) == [("get_current_date", {})] and r.content == "Sure:"
+    for cut in range(len(text) + 1):
+        check(CODEC, text, [text[:cut], text[cut:]])
+    described = 'The tool {"name": "lookup"} searches.'
+    assert CODEC.decode(described).to_dict()["content"] == described
+    assert CODEC.decode(described).repairs == []
+
+
+MERGED = '{"path":"a.rs"}{"path":"b.rs"}'
+
+
+def test_merged_arguments_of_a_native_call_are_two_calls() -> None:
+    """LiteLLM #33678 / #7621: a client merged the argument texts of two parallel calls of
+    one tool into one call; each object is valid JSON and validates: two calls."""
+    message = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read_file",
+                                                       "arguments": MERGED}}]}
+    r = CODEC.decode(message)
+    assert _calls(r) == [("read_file", {"path": "a.rs"}), ("read_file", {"path": "b.rs"})]
+    assert all("json.merged_calls_split" in c.repairs for c in r.calls) and r.ok
+
+
+def test_merged_arguments_inside_an_envelope_are_two_calls() -> None:
+    text = ('<tool_call>{"name": "read_file", "arguments": '
+            '"{\\"path\\":\\"a.rs\\"}{\\"path\\":\\"b.rs\\"}"}</tool_call>')
+    r = CODEC.decode(text)
+    assert _calls(r) == [("read_file", {"path": "a.rs"}), ("read_file", {"path": "b.rs"})]
+    for cut in range(0, len(text) + 1, 3):
+        check(CODEC, text, [text[:cut], text[cut:]])
+
+
+@pytest.mark.parametrize("arguments", [
+    '{"path":"a.rs"}{"nope":1}',  # the second does not validate
+    '{"path":"a.rs"}{"path":"b.rs"',  # the second is not valid JSON
+    '{"path":"a.rs"} and {"path":"b.rs"}',  # words between
+])
+def test_merged_arguments_are_split_only_when_each_is_a_valid_call(arguments) -> None:
+    message = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read_file",
+                                                       "arguments": arguments}}]}
+    r = CODEC.decode(message)
+    assert len(r.calls) <= 1 and "json.merged_calls_split" not in r.repairs
+
+
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_qwen3_xml_call_tag_text_inside_a_value_is_text(wrapped) -> None:
+    """docs/formats.md: marker text in values is text. A Qwen3-Coder value that names the
+    syntax (`<function=x>`) was split off as a second call."""
+    call = ("<function=read_file>\n<parameter=path>\nUse <function=x> to call x.md\n"
+            "</parameter>\n</function>")
+    text = f"<tool_call>\n{call}\n</tool_call>" if wrapped else call
+    r = CODEC.decode(text)
+    assert _calls(r) == [("read_file", {"path": "Use <function=x> to call x.md"})], r.errors
+    for cut in range(0, len(text) + 1, 2):
+        check(CODEC, text, [text[:cut], text[cut:]])
+    # two calls in one envelope are still two calls
+    two = f"<tool_call>\n{call}\n{call.replace('x.md', 'y.md')}\n</tool_call>"
+    assert len(CODEC.decode(two).calls) == 2
