@@ -60,18 +60,23 @@ from toolcodec.errors import (
 )
 from toolcodec.formats import (
     FormatRead,
+    XmlBody,
     apertus,
     deepseek,
+    functionary,
     gemma,
     glm,
     harmony,
     hunyuan,
+    ifm,
     invoke,
     kimi,
     kimi_k3,
     minicpm,
+    minimax_m3,
     mistral,
     pythonic,
+    solar_open,
     step3,
     yamlbody,
 )
@@ -374,8 +379,18 @@ class ToolCallCodec:
             return self._json_values(payload, base)
         if body == "qwen_xml":
             return self._xml_call(payload, "function", None, base)
-        return self._read_calls(_read_format(body, payload, block, None, self.limits), base,
-                                payload)
+        found = _read_format(body, payload, block, None, self.limits)
+        if marker.name_suffix:  # Llama 3.1's built-in tools: brave_search.call(query=…)
+            found.calls = [(self._without_suffix(name, marker.name_suffix), args)
+                           for name, args in found.calls]
+        return self._read_calls(found, base, payload)
+
+    def _without_suffix(self, name: str, suffix: str) -> str:
+        """*name* without *suffix*, when only that names a known tool."""
+        if (isinstance(name, str) and name.endswith(suffix) and self.registry.get(name) is None
+                and self.registry.get(name[:-len(suffix)]) is not None):
+            return name[:-len(suffix)]
+        return name
 
     def _json_values(self, payload: str, base: list[str]) -> tuple[list[Call], list[CodecError]]:
         """One JSON call, a list of them, or several values in a row (``{…};{…}``, as Llama
@@ -407,6 +422,11 @@ class ToolCallCodec:
         calls: list[Call] = []
         errors: list[CodecError] = []
         for name, args in found.calls:
+            if isinstance(args, XmlBody):  # elements the XML decoder reads by the schema
+                got, bad = self._xml_call(args.text, "tool_tag", name, base + found.repairs)
+                calls += got
+                errors += [_unplaced(e) for e in bad]
+                continue
             repairs: list[str] = []
             text_values = found.text_values and not isinstance(args, str)
             if self.registry.get(name) is None:
@@ -757,7 +777,8 @@ _READERS: dict[str, Any] = {
     "glm": glm.read, "kimi": kimi.read, "deepseek": deepseek.read, "dsml": deepseek.read_dsml,
     "mistral": mistral.read, "invoke": invoke.read, "apertus": apertus.read, "gemma": gemma.read,
     "step3": step3.read, "minicpm": minicpm.read, "kimi_k3": kimi_k3.read,
-    "hunyuan": hunyuan.read}
+    "hunyuan": hunyuan.read, "minimax_m3": minimax_m3.read, "functionary": functionary.read,
+    "solar_open": solar_open.read, "ifm": ifm.read}
 
 
 def _run_reader(marker: Any, payload: str, closed: bool) -> Any:

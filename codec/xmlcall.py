@@ -46,6 +46,7 @@ _FUNCTION_NAME_RE = re.compile(
 _CALL_OPEN_OR_CDATA = re.compile("<" + _CALL_TAG + r"=|<!\[CDATA\[.*?(?:\]\]>|\Z)", re.S)
 _PARAM_OPEN = re.compile(r"<parameter[ \t\r\n=>]")
 _PARAM_CLOSE = re.compile(r"</parameter[ \t\r\n]*>")
+_PARAM_OR_CALL_END = re.compile(r"<parameter[ \t\r\n=>]|</(?:function|call|invoke|tool)>")
 _TOOL_NAME_RE = re.compile(r"<tool_name>\s*([^<]*?)\s*</tool_name>")
 _FIRST_TAG_RE = re.compile(r"<([^\W\d][\w.:-]*)")
 _SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
@@ -545,7 +546,7 @@ def split_functions(payload: str) -> list[str]:
     parameter's value that no ``</function>`` has closed since, is text."""
     starts: list[int] = []
     for m in _CALL_OPEN_OR_CDATA.finditer(payload):
-        if m.group(1) and not (starts and _inside_value(payload[starts[-1]:m.start()])):
+        if m.group(1) and not (starts and _inside_value(payload, starts[-1], m.start())):
             starts.append(m.start())
     if len(starts) < 2:
         return [payload]
@@ -553,12 +554,19 @@ def split_functions(payload: str) -> list[str]:
     return [payload[a:b] for a, b in zip(starts, starts[1:] + [len(payload)], strict=True)]
 
 
-def _inside_value(part: str) -> bool:
-    """Whether the end of a call's text so far is inside a parameter value: one opened
-    after the call's last ``</function>`` and not closed since."""
-    close = part.rfind("</function>")
+def _inside_value(payload: str, start: int, at: int) -> bool:
+    """Whether a call opener at *at* is text inside a parameter value of the call that
+    starts at *start*: a value is open there (opened after the call's last close tag and not
+    closed since), and its own ``</parameter>`` comes before the next parameter or call
+    close tag (else the value was never closed and the opener starts the next call)."""
+    part = payload[start:at]
+    close = max((part.rfind(f"</{tag}>") for tag in _CALL_TAGS), default=-1)
     rest = part[close:] if close >= 0 else part
-    return len(_PARAM_OPEN.findall(rest)) > len(_PARAM_CLOSE.findall(rest))
+    if len(_PARAM_OPEN.findall(rest)) <= len(_PARAM_CLOSE.findall(rest)):
+        return False
+    own = _PARAM_CLOSE.search(payload, at)
+    other = _PARAM_OR_CALL_END.search(payload, at + 1)
+    return own is not None and (other is None or own.start() <= other.start())
 
 
 def _text_value(el: Element, schema: dict | None) -> Any:

@@ -25,7 +25,15 @@ TOOLS = [
     {"name": "bar", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}},
     {"name": "read_file", "parameters": {"type": "object", "properties": {
         "path": {"type": "string"}}, "required": ["path"]}},
+    {"name": "create_order", "parameters": {"type": "object", "properties": {
+        "user_id": {"type": "integer"}, "urgent": {"type": "boolean"}, "note": {"type": "string"},
+        "shipping": {"type": "object", "properties": {
+            "city": {"type": "string"}, "zip": {"type": "integer"}}},
+        "items": {"type": "array", "items": {"type": "object", "properties": {
+            "sku": {"type": "string"}, "qty": {"type": "integer"}}}},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}}}}},
 ]
+NS = "]<]minimax[>["  # MiniMax-M3's tag prefix
 CODEC = ToolCallCodec(TOOLS)
 
 # (origin, format id, output, calls, content, reasoning)
@@ -38,6 +46,42 @@ CASES = [
      'Sure.<function=special_function>{"arg1": 1}</function>'
      '<function=get_current_date>{}</function><|eom_id|>',
      [("special_function", {"arg1": 1}), ("get_current_date", {})], "Sure.", None),
+    ("llama.cpp tests/test-chat.cpp, meetkai-functionary-medium-v3.2.jinja", "functionary_v32",
+     '>>>special_function\n{"arg1": 1}', [("special_function", {"arg1": 1})], "", None),
+    ("llama.cpp tests/test-tool-call.cpp, functionary v3 (trailing layout)", "functionary_v32",
+     '>>>special_function\n{"arg1": 1}\n ', [("special_function", {"arg1": 1})], "", None),
+    ("llama.cpp tests/test-chat.cpp, functionary v3.2: text channel, then a call",
+     "functionary_v32", '>>>all\nLet me check.>>>special_function\n{"arg1": 1}',
+     [("special_function", {"arg1": 1})], "Let me check.", None),
+    ("vLLM tests/tool_parsers/test_solar_open2_tool_parser.py: multiple_tool_calls",
+     "solar_open",
+     "I'll check both.<|tool_call:start|>get_weather\n<|tool_arg:start|>city<|tool_arg:value|>"
+     "Seoul<|tool_arg:end|>\n<|tool_call:end|>\n<|tool_call:start|>get_weather\n"
+     "<|tool_arg:start|>city<|tool_arg:value|>Tokyo<|tool_arg:end|>\n<|tool_call:end|>",
+     [("get_weather", {"city": "Seoul"}), ("get_weather", {"city": "Tokyo"})],
+     "I'll check both.", None),
+    ("vLLM tests/tool_parsers/test_solar_open2_tool_parser.py: reasoning_tags_with_tool_calls "
+     "(the think tokens are reasoning here)", "solar_open",
+     "<|think:start|>I should use a tool<|think:end|>Sure, let me help.<|tool_call:start|>"
+     "get_weather\n<|tool_arg:start|>city<|tool_arg:value|>Seoul<|tool_arg:end|>\n"
+     "<|tool_call:end|>",
+     [("get_weather", {"city": "Seoul"})], "Sure, let me help.", "I should use a tool"),
+    ("vLLM tests/tool_parsers/test_solar_open2_tool_parser.py: no_arguments", "solar_open",
+     "<|tool_call:start|>get_current_date\n<|tool_call:end|>", [("get_current_date", {})], "",
+     None),
+    ("vLLM tests/tool_parsers/test_k2_horizon_tool_parser.py: xml_default_multiple_calls",
+     "k2_horizon",
+     "Before <ifm|tool_calls><ifm|tool_call>lookup<ifm|arg_key>query</ifm|arg_key>"
+     "<ifm|arg_value>123</ifm|arg_value></ifm|tool_call>\n<ifm|tool_call>get_current_date"
+     "</ifm|tool_call></ifm|tool_calls> after.",
+     [("lookup", {"query": "123"}), ("get_current_date", {})], "Before  after.", None),
+    ("vLLM tests/tool_parsers/test_k2_horizon_tool_parser.py: xml_typed", "k2_horizon",
+     "<ifm|tool_calls><ifm|tool_call>get_weather<ifm|arg_key>city</ifm|arg_key>"
+     "<ifm|arg_type>string</ifm|arg_type><ifm|arg_value>Oslo</ifm|arg_value></ifm|tool_call>"
+     "</ifm|tool_calls>", [("get_weather", {"city": "Oslo"})], "", None),
+    ("vLLM tests/tool_parsers/test_k2_horizon_tool_parser.py: json format", "k2_horizon",
+     '<ifm|tool_calls><ifm|tool_call>{"name": "lookup", "arguments": {"query": "x"}}'
+     "</ifm|tool_call></ifm|tool_calls>", [("lookup", {"query": "x"})], "", None),
     ("vLLM tests/tool_parsers/test_nemotron_nano_v2_tool_parser.py: from_nemotron_array",
      "nemotron",
      'Let me check that.<TOOLCALL>[{"name": "get_weather", '
@@ -75,6 +119,25 @@ CASES = [
     ("vLLM tests/tool_parsers/test_hy_v3_tool_parser.py: test_zero_arg_inline", "tool_calls",
      "<tool_calls><tool_call>get_current_date<tool_sep></tool_call></tool_calls>",
      [("get_current_date", {})], "", None),
+    ("vLLM tests/tool_parsers/test_minimax_m3_tool_parser.py: nested_tool_call", "minimax_m3",
+     f"I will create it.\n{NS}<tool_call>\n{NS}<invoke name=\"create_order\">"
+     f"{NS}<user_id>42{NS}</user_id>{NS}<urgent>true{NS}</urgent>"
+     f"{NS}<note>Please leave at front desk.{NS}</note>{NS}<shipping>{NS}<city>Singapore"
+     f"{NS}</city>{NS}<zip>018956{NS}</zip>{NS}</shipping>{NS}<items>{NS}<item>{NS}<sku>"
+     f"book-001{NS}</sku>{NS}<qty>2{NS}</qty>{NS}</item>{NS}<item>{NS}<sku>pen-007{NS}</sku>"
+     f"{NS}<qty>5{NS}</qty>{NS}</item>{NS}</items>{NS}<metadata>{NS}<source>mobile"
+     f"{NS}</source>{NS}<campaign>may-launch{NS}</campaign>{NS}</metadata>{NS}</invoke>\n"
+     f"{NS}</tool_call>",
+     [("create_order", {"user_id": 42, "urgent": True, "note": "Please leave at front desk.",
+                        "shipping": {"city": "Singapore", "zip": 18956},
+                        "items": [{"sku": "book-001", "qty": 2}, {"sku": "pen-007", "qty": 5}],
+                        "metadata": {"source": "mobile", "campaign": "may-launch"}})],
+     "I will create it.", None),
+    ("vLLM tests/tool_parsers/test_minimax_m3_tool_parser.py: multiple_tool_calls", "minimax_m3",
+     f"{NS}<tool_call>\n{NS}<invoke name=\"create_order\">{NS}<user_id>1{NS}</user_id>"
+     f"{NS}</invoke>\n{NS}<invoke name=\"create_order\">{NS}<user_id>2{NS}</user_id>"
+     f"{NS}</invoke>\n{NS}</tool_call>",
+     [("create_order", {"user_id": 1}), ("create_order", {"user_id": 2})], "", None),
     ("vLLM tests/tool_parsers/test_hy_v3_tool_parser.py: test_content_before", "tool_calls",
      "Checking.<tool_calls>\n<tool_call>get_current_date<tool_sep>\n</tool_call>\n"
      "</tool_calls>", [("get_current_date", {})], "Checking.", None),
@@ -110,6 +173,26 @@ def test_cohere_citations_and_response_channel() -> None:
     assert (r.calls, r.content, r.reasoning) == ([], "foo bar", "This is a rainbow")
     for cut in range(len(text) + 1):
         check(CODEC, text, [text[:cut], text[cut:]])
+
+
+def test_functionary_text_only_and_interleaved_calls() -> None:
+    """llama.cpp tests/test-chat.cpp (v3.2 text channel) and tests/test-tool-call.cpp (v3.1
+    calls between the words of the content)."""
+    text = ">>>all\nHello, world!\nWhat's up?"
+    assert CODEC.decode(text).to_dict()["content"] == "Hello, world!\nWhat's up?"
+    tools = [{"name": name, "parameters": {"type": "object", "properties": {
+        arg: {"type": "integer"}}}} for name, arg in (("foo", "arg1"), ("bar", "arg2"))]
+    codec = ToolCallCodec(tools)
+    text = ('Hell<function=foo>{"arg1": 1}</function>o, world<function=bar>{"arg2": 2}'
+            "</function>!")
+    r = codec.decode(text)
+    assert _calls(r) == [("foo", {"arg1": 1}), ("bar", {"arg2": 2})]
+    assert r.content == "Hello, world!"
+    for cut in range(len(text) + 1):
+        check(codec, text, [text[:cut], text[cut:]])
+    # a Python prompt is prose
+    repl = '>>> x = {"a": 1}\n>>> print(x)'
+    assert CODEC.decode(repl).to_dict()["content"] == repl
 
 
 def test_functionary_needs_a_known_tool_and_an_object() -> None:
@@ -182,6 +265,10 @@ def test_glm_value_closed_by_the_blocks_closer() -> None:
      "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"get_weather\">\n"
      "<｜DSML｜parameter name=\"city\" string=\"true\">Ber",
      [("get_weather", {"city": "Oslo"})]),
+    # MiniMax-M3 (vLLM test_minimax_m3_tool_parser.py: error_recovery_keeps_committed_call)
+    (f"plain {NS}<tool_call>\n{NS}<invoke name=\"create_order\">{NS}<user_id>1"
+     f"{NS}</user_id>{NS}</invoke>\n{NS}<invoke name=\"create_order\">{NS}<user_id>2",
+     [("create_order", {"user_id": 1})]),
     # MiniMax-M2 (vLLM test_minimax_m2_tool_parser.py shape), cut in the second call
     ("<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Oslo"
      "</parameter>\n</invoke>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Ber",
@@ -285,3 +372,70 @@ def test_qwen3_xml_call_tag_text_inside_a_value_is_text(wrapped) -> None:
     # two calls in one envelope are still two calls
     two = f"<tool_call>\n{call}\n{call.replace('x.md', 'y.md')}\n</tool_call>"
     assert len(CODEC.decode(two).calls) == 2
+
+
+def test_apriel_reasoning_the_prompt_opened_then_calls() -> None:
+    """Apriel 1.5/1.6 Thinker: its chat template ends the prompt with "Here are my reasoning
+    steps:\\n"; "[BEGIN FINAL RESPONSE]" ends the reasoning, then <tool_calls>[…] or the
+    answer up to "[END FINAL RESPONSE]" (both markers framing)."""
+    apriel = ToolCallCodec(TOOLS, **PRESETS["apriel"])
+    text = ("The user wants the weather. I should call the tool.\n[BEGIN FINAL RESPONSE]\n"
+            '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Oslo"}}]</tool_calls>')
+    r = apriel.decode(text)
+    assert _calls(r) == [("get_weather", {"city": "Oslo"})]
+    assert (r.reasoning, r.content) == ("The user wants the weather. I should call the tool.", "")
+    answer = "1. Paris is the capital.\n[BEGIN FINAL RESPONSE]\nParis.\n[END FINAL RESPONSE]<|end|>"
+    r = apriel.decode(answer)
+    assert (r.reasoning, r.content, r.calls) == ("1. Paris is the capital.", "Paris.", [])
+    for t in (text, answer):
+        for cut in range(len(t) + 1):
+            check(apriel, t, [t[:cut], t[cut:]])
+    # without the preset the header is words: nothing moves to reasoning
+    header = "Here are my reasoning steps:\nfirst, think.\n[BEGIN FINAL RESPONSE]\nDone."
+    assert CODEC.decode(header).reasoning is None
+
+
+def test_solar_open_value_closed_by_the_calls_end_and_cut_call() -> None:
+    """vLLM tests/tool_parsers/test_solar_open2_tool_parser.py: a dropped <|tool_arg:end|>
+    does not swallow the next call; an unterminated block is no call, kept as content."""
+    text = ("<|tool_call:start|>read_file\n<|tool_arg:start|>path<|tool_arg:value|>oops"
+            "<|tool_call:end|><|tool_call:start|>get_weather\n<|tool_arg:start|>city"
+            "<|tool_arg:value|>Seoul<|tool_arg:end|>\n<|tool_call:end|>")
+    r = CODEC.decode(text)
+    assert _calls(r) == [("read_file", {"path": "oops"}), ("get_weather", {"city": "Seoul"})]
+    assert r.calls[0].repairs == ["xml.balance_tags"]
+    cut = "Let me check.<|tool_call:start|>lookup\n<|tool_arg:start|>query<|tool_arg:value|>Seo"
+    r = CODEC.decode(cut)
+    assert r.calls == [] and r.content == cut and not r.ok
+    assert CODEC.decode(cut, finish_reason="length").errors[0].code == "truncated"
+
+
+def test_llama_31_built_in_tools() -> None:
+    """Meta's Llama 3.1 prompt format, built-in tools (as llama.cpp's Llama 3.x handler reads
+    them): `<|python_tag|>brave_search.call(query=…)<|eom_id|>` calls the `brave_search` tool
+    the caller declared."""
+    tools = [{"name": "brave_search", "parameters": {"type": "object", "properties": {
+        "query": {"type": "string"}}, "required": ["query"]}}]
+    codec = ToolCallCodec(tools)
+    text = ('<|python_tag|>brave_search.call(query="current weather in Menlo Park, California")'
+            "<|eom_id|>")
+    r = codec.decode(text)
+    assert _calls(r) == [("brave_search", {"query": "current weather in Menlo Park, California"})]
+    assert r.calls[0].format == "llama" and r.content == ""
+    for cut in range(len(text) + 1):
+        check(codec, text, [text[:cut], text[cut:]])
+
+
+@pytest.mark.parametrize("text, calls, content", [
+    ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Beijing"}}\n</tool_call>\n',
+     [("get_weather", {"city": "Beijing"})], ""),
+    ('I need to call a tool.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": '
+     '{"city": "Beijing"}}\n</tool_call>\n', [("get_weather", {"city": "Beijing"})],
+     "I need to call a tool.\n</think>"),
+])
+def test_ernie_45_calls(text, calls, content) -> None:
+    """vLLM tests/tool_parsers/test_ernie45_moe_tool_parser.py: ERNIE 4.5 writes Hermes
+    calls (a stray </think> stays text unless the prompt opened the reasoning)."""
+    r = CODEC.decode(text)
+    assert (_calls(r), r.content) == (calls, content)
+    assert ToolCallCodec(TOOLS, **PRESETS["ernie45"]).decode(text).to_dict()["calls"]

@@ -97,6 +97,15 @@ EXAMPLES = [
     ("cohere", '<|START_ACTION|>\n[\n    {"tool_call_id": "0", "tool_name": "search", '
                '"parameters": {"q": "cats & dogs"}}\n]\n<|END_ACTION|>', [SEARCH]),
     ("functionary", '<function=get_weather>{"city": "Oslo", "days": 2}</function>', [WEATHER]),
+    ("functionary_v32", '>>>all\nChecking.>>>get_weather\n{"city": "Oslo", "days": 2}', [WEATHER]),
+    ("solar_open", "<|tool_call:start|>search\n<|tool_arg:start|>q<|tool_arg:value|>cats & dogs"
+                   "<|tool_arg:end|>\n<|tool_call:end|>", [SEARCH]),
+    ("k2_horizon", "<ifm|tool_calls><ifm|tool_call>search<ifm|arg_key>q</ifm|arg_key>"
+                   "<ifm|arg_value>cats & dogs</ifm|arg_value></ifm|tool_call></ifm|tool_calls>",
+     [SEARCH]),
+    ("minimax_m3", ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="search">]<]minimax[>[<q>'
+                   'cats & dogs]<]minimax[>[</q>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>',
+     [SEARCH]),
     ("longcat", '<longcat_tool_call>{"name": "search", "arguments": {"q": "cats & dogs"}}'
                 "</longcat_tool_call>", [SEARCH]),
     ("gigachat", 'function call<|role_sep|>\n{"name": "search", "arguments": '

@@ -39,15 +39,20 @@ FAMILY_PRESETS: dict[str, dict[str, Any]] = {
     # </function>, 3.2 Python lists, Llama 4 <|python_start|>
     "llama": {"formats": ["llama", "json", "pythonic", "functionary"]},
     "minimax": {"formats": ["minimax"]},
-    "functionary": {"formats": ["functionary"]},  # Functionary v3.1: <function=NAME>{…}
+    "minimax-m3": {"formats": ["minimax_m3"]},  # every tag prefixed ]<]minimax[>[
+    # Functionary v3.1 (<function=NAME>{…}) and v3.2 (>>>NAME⏎{…})
+    "functionary": {"formats": ["functionary", "functionary_v32"]},
     "cohere": {"formats": ["cohere"]},  # Command R7B, Command A
     "nemotron": {"formats": ["nemotron"]},  # Nemotron Nano v2: <TOOLCALL>[…]</TOOLCALL>
     "hunyuan": {"formats": ["tool_calls"]},  # Hunyuan A13B (JSON) and HY3 (<tool_sep>)
+    "solar-open": {"formats": ["solar_open"]},  # <|tool_call:start|>NAME, <|tool_arg:…|>
+    # Apriel 1.5/1.6 Thinker: the prompt ends with "Here are my reasoning steps:\n"
+    "apriel": {"formats": ["tool_calls"], "starts_in_reasoning": "apriel"},
 }
 
 # vLLM's --tool-call-parser names, for the formats each parser reads.
 VLLM_PARSERS: dict[str, dict[str, Any]] = {
-    "hermes": {"formats": ["hermes"]},
+    "hermes": {"formats": ["hermes"]}, "ernie45": {"formats": ["hermes"]},
     "granite4": {"formats": ["hermes"]},
     "qwen3_coder": _QWEN3, "qwen3_xml": _QWEN3, "mimo": _QWEN3,
     "llama3_json": {"formats": ["llama", "json"]},
@@ -59,7 +64,7 @@ VLLM_PARSERS: dict[str, dict[str, Any]] = {
     "deepseek_v32": _DEEPSEEK_V3, "deepseek_v4": _DEEPSEEK_V3,
     "kimi_k2": {"formats": ["kimi_k2"]}, "kimi_k3": _KIMI_K3,
     "glm45": {"formats": ["glm"]}, "glm47": {"formats": ["glm"]},
-    "minimax_m2": {"formats": ["minimax"]},
+    "minimax_m2": {"formats": ["minimax"]}, "minimax_m3": {"formats": ["minimax_m3"]},
     "seed_oss": {"formats": ["seed_oss"]},
     "mistral": {"formats": ["mistral"]},
     "openai": {"formats": ["harmony"]},
@@ -76,6 +81,8 @@ VLLM_PARSERS: dict[str, dict[str, Any]] = {
     "hunyuan_a13b": {"formats": ["tool_calls"]}, "hy_v3": {"formats": ["tool_calls"]},
     "cohere_command3": {"formats": ["cohere"]}, "cohere_command4": {"formats": ["cohere"]},
     "nemotron_nano_v2": {"formats": ["nemotron"]},
+    "solar_open2": {"formats": ["solar_open"]},
+    "k2_horizon": {"formats": ["k2_horizon"]},
 }
 
 # A family's name wins where both tables have it (they agree: glm45, mistral).

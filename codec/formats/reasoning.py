@@ -43,6 +43,8 @@ class ReasoningFormat:
     calls_end_prefill: tuple[tuple[str, str], ...] = ()
     # the call format this row belongs to: read only when that format is (all rows without)
     format: str = ""
+    # its opener is never read in the output: only a prompt opens it (starts_in_reasoning)
+    prefill_only: bool = False
     # derived once: the longest closer, the openers of calls_end_prefill
     longest: int = field(init=False, default=0)
     call_openers: tuple[str, ...] = field(init=False, default=())
@@ -79,6 +81,12 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
     ReasoningFormat("gemma4", ("<|channel>thought",), ("<channel|>",)),
     ReasoningFormat("kimi_k3", (_k3_open("think"),), (_k3_close("think"),), format="kimi_k3"),
     # Cohere Command R7B / Command A: thinking, then the answer (Command A: RESPONSE; R7B: TEXT)
+    # Apriel 1.5/1.6 Thinker: the prompt ends with this header; [BEGIN FINAL RESPONSE] ends
+    # the reasoning. The header is ordinary words: read only when the caller says the prompt
+    # wrote it (starts_in_reasoning="apriel", the apriel preset)
+    ReasoningFormat("apriel", ("Here are my reasoning steps:\n",), ("[BEGIN FINAL RESPONSE]",),
+                    prefill_only=True),
+    ReasoningFormat("solar_open", ("<|think:start|>",), ("<|think:end|>",), format="solar_open"),
     ReasoningFormat("cohere", ("<|START_THINKING|>",), ("<|END_THINKING|>",), format="cohere"),
     ReasoningFormat("cohere_response", ("<|START_RESPONSE|>", "<|START_TEXT|>"),
                     ("<|END_RESPONSE|>", "<|END_TEXT|>"), kind="content", format="cohere"),
@@ -87,6 +95,10 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
 # Structure that is neither content nor a call, and the call format it belongs to.
 FRAMING: dict[str, str] = {
     **{h + "commentary<|message|>": "harmony" for h in _HARMONY_HEADS},
+    # Apriel's answer markers, written without the prompt's reasoning header too
+    "[BEGIN FINAL RESPONSE]": "tool_calls", "[END FINAL RESPONSE]": "tool_calls",
+    # Functionary v3.2's text channel header (>>>all then a line break)
+    ">>>all\n": "functionary_v32", ">>>all\r\n": "functionary_v32",
     # a think closer whose opener the prompt wrote (without starts_in_reasoning) is a control
     # token too: never content
     **{t: "kimi_k3" for t in (_k3_open("response"), _k3_close("response"),
@@ -119,7 +131,7 @@ def remove_rows(rows: tuple[ReasoningFormat, ...], framing: tuple[str, ...]) -> 
 
 def tag_rows() -> dict[str, ReasoningFormat]:
     """The rows whose opener is a tag (``<NAME>``), by the tag's name."""
-    return {f.openers[0][1:-1]: f for f in BY_ID.values() if f.tag}
+    return {f.openers[0][1:-1]: f for f in BY_ID.values() if f.tag and not f.prefill_only}
 
 
 def prefill_opener(option: bool | str) -> str | None:

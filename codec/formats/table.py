@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolcodec.formats import hunyuan
+from toolcodec.formats import functionary, hunyuan, ifm, solar_open
+from toolcodec.formats.minimax_m3 import PREFIX as _MM3
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,8 @@ class MarkerFormat:
     at_start: bool = False  # the openers count only at the start of the output (past blanks)
     quotes: tuple[str, ...] = ()  # strings in the body, inside which an end token is text
     call_ends: tuple[str, ...] = ()  # per-call end tokens of a section of several calls
+    # written after a tool's name and dropped when only the name without it is a known tool
+    name_suffix: str = ""
     # how a block ends, when closers and the options above do not say it
     # (``toolcodec.formats.open_block.EndRule``)
     end: Callable[..., Any] | None = None
@@ -115,12 +118,16 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
                  body="harmony", at_start=True, quotes=_JSON),
     MarkerFormat("minimax", ("<minimax:tool_call>",), ("</minimax:tool_call>",), body="invoke",
                  call_ends=("</invoke>",)),
+    # MiniMax-M3: every tag prefixed (toolcodec.formats.minimax_m3)
+    MarkerFormat("minimax_m3", (f"{_MM3}<tool_call>",), (f"{_MM3}</tool_call>",),
+                 body="minimax_m3", call_ends=(f"{_MM3}</invoke>",)),
     MarkerFormat("dots", ("<dots_function_call>",), ("</dots_function_call>",), body="invoke"),
     MarkerFormat("seed_oss", ("<seed:tool_call>",), ("</seed:tool_call>",), body="qwen_xml"),
     MarkerFormat("lfm2", ("<|tool_call_start|>",), ("<|tool_call_end|>",),
                  body="json_or_pythonic"),
+    # Llama 3.1's built-in tools are written NAME.call(…) after <|python_tag|>
     MarkerFormat("llama", ("<|python_tag|>",), ("<|eom_id|>", "<|eot_id|>"),
-                 body="json_or_pythonic", open_ended=True),
+                 body="json_or_pythonic", open_ended=True, name_suffix=".call"),
     MarkerFormat("llama", ("<|python_start|>",), ("<|python_end|>",), body="json_or_pythonic"),
     MarkerFormat("olmo", ("<function_calls>",), ("</function_calls>",), body="pythonic",
                  needs_body=_CALL_HEAD),
@@ -132,6 +139,16 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     # Hunyuan A13B (a JSON list) and HY3 (<tool_call>NAME<tool_sep>…, toolcodec.formats.hunyuan)
     MarkerFormat("tool_calls", ("<tool_calls>",), ("</tool_calls>",), body="tool_calls",
                  needs_body=hunyuan.HEAD),
+    # Functionary v3.2: >>>NAME⏎{json}, to the end of the value or the next >>>
+    MarkerFormat("functionary_v32", (functionary.OPENER,), body="functionary",
+                 open_ended=True, next_opener_ends=True, needs_body=functionary.HEAD),
+    # Solar Open 2: one call per block, name then <|tool_arg:…|> pairs; a call whose end token
+    # was dropped ends at the next call
+    MarkerFormat("solar_open", (solar_open.OPENER,), (solar_open.CLOSER,), body="solar_open",
+                 next_opener_ends=True),
+    # K2 Horizon: <ifm|tool_calls><ifm|tool_call>NAME<ifm|arg_key>… or {json}
+    MarkerFormat("k2_horizon", (ifm.OPENER,), (ifm.CLOSER,), body="ifm",
+                 call_ends=("</ifm|tool_call>",)),
     # Nemotron Nano v2: <TOOLCALL>[{"name", "arguments"}]</TOOLCALL>
     MarkerFormat("nemotron", ("<TOOLCALL>",), ("</TOOLCALL>",), body="json", quotes=_JSON),
     # Cohere Command R7B / Command A: [{"tool_call_id", "tool_name", "parameters"}]
