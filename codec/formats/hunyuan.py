@@ -20,6 +20,7 @@ import re
 from toolcodec.errors import INVALID_XML, CodecError
 from toolcodec.formats import FormatRead, glm
 
+_BLANKS = re.compile(r"[ \t\r\n]*")
 _CALL = re.compile(r"[ \t\r\n]*<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 _SEP = "<tool_sep>"
 # A body of this shape (the engine asks, before the block has ended)
@@ -30,7 +31,7 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
     """Read the calls of a ``<tool_calls>`` block written the HY3 way."""
     found = FormatRead(text_values=True)
     pos = 0
-    while pos < len(body) and body[pos:].strip():
+    while _BLANKS.match(body, pos).end() < len(body):
         m = _CALL.match(body, pos)
         if m is None:
             return _fail(f"expected <tool_call>, found {body[pos:pos + 12]!r}", pos)

@@ -18,6 +18,7 @@ from toolcodec.errors import INVALID_JSON, INVALID_XML, CodecError
 from toolcodec.formats import FormatRead, glm
 
 OPENER, CLOSER = "<ifm|tool_calls>", "</ifm|tool_calls>"
+_BLANKS = re.compile(r"[ \t\r\n]*")
 _CALL = re.compile(r"[ \t\r\n]*<ifm\|tool_call>(.*?)(?:</ifm\|tool_call>|\Z)", re.S)
 _TYPE = re.compile(r"<ifm\|arg_type>[^<]{0,64}</ifm\|arg_type>")
 _JSON_CALL = re.compile(r"[ \t\r\n]*\{")
@@ -27,7 +28,7 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
     """Read the calls of a ``<ifm|tool_calls>`` block."""
     found = FormatRead(text_values=True)
     pos = 0
-    while body[pos:].strip():
+    while _BLANKS.match(body, pos).end() < len(body):
         m = _CALL.match(body, pos)
         if m is None:
             return _fail(INVALID_XML, f"expected <ifm|tool_call>, found {body[pos:pos + 16]!r}",

@@ -19,6 +19,7 @@ from toolcodec.errors import INVALID_XML, CodecError
 from toolcodec.formats import FormatRead, XmlBody
 
 PREFIX = "]<]minimax[>["
+_BLANKS = re.compile(r"[ \t\r\n]*")
 _INVOKE = re.compile(r"[ \t\r\n]*<invoke name=\"([^\"<>]{1,128})\"[ \t]*>(.*?)(?:</invoke>|\Z)",
                      re.S)
 
@@ -28,7 +29,7 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
     text = body.replace(PREFIX, "")
     found = FormatRead()
     pos = 0
-    while text[pos:].strip():
+    while _BLANKS.match(text, pos).end() < len(text):
         m = _INVOKE.match(text, pos)
         if m is None:
             near = text[pos:pos + 24]
