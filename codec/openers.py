@@ -147,7 +147,9 @@ def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
     if fixed:
         parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
     tokens = sorted((t for t, f in BY_OPENER.items() if not f.tag and not f.prefill_only
-                     and (not f.format or on(f.format))), key=len, reverse=True)
+                     and (not f.format or on(f.format))
+                     and (not f.explicit or formats is not None and f.format in formats)),
+                    key=len, reverse=True)
     parts.append("(?P<reason_token>" + "|".join(regex.escape(t) for t in tokens) + ")")
     framing = sorted((t for t, fmt in FRAMING.items() if on(fmt)), key=len, reverse=True)
     if framing:

@@ -439,3 +439,20 @@ def test_ernie_45_calls(text, calls, content) -> None:
     r = CODEC.decode(text)
     assert (_calls(r), r.content) == (calls, content)
     assert ToolCallCodec(TOOLS, **PRESETS["ernie45"]).decode(text).to_dict()["calls"]
+
+
+def test_granite_thought_process_is_reasoning_only_when_granite_is_named() -> None:
+    """IBM Granite 3.2: its chat template asks for "Here is my thought process:" then "Here
+    is my response:" (vLLM's GraniteReasoningParser reads the same phrases). They are
+    ordinary words, which other models and people write: read only with formats=["granite"]
+    (the granite preset), else the text stays content."""
+    text = ("Here is my thought process:\nThe user wants the weather.\nHere is my response:\n"
+            '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Oslo"}}]')
+    granite = ToolCallCodec(TOOLS, **PRESETS["granite"])
+    r = granite.decode(text)
+    assert (r.reasoning, r.content) == ("The user wants the weather.", "")
+    assert _calls(r) == [("get_weather", {"city": "Oslo"})]
+    for cut in range(len(text) + 1):
+        check(granite, text, [text[:cut], text[cut:]])
+    prose = "Here is my thought process:\n1. read the file\nHere is my response: done."
+    assert CODEC.decode(prose).to_dict()["content"] == prose

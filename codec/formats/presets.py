@@ -45,7 +45,10 @@ FAMILY_PRESETS: dict[str, dict[str, Any]] = {
     "cohere": {"formats": ["cohere"]},  # Command R7B, Command A
     "nemotron": {"formats": ["nemotron"]},  # Nemotron Nano v2: <TOOLCALL>[…]</TOOLCALL>
     "hunyuan": {"formats": ["tool_calls"]},  # Hunyuan A13B (JSON) and HY3 (<tool_sep>)
-    "solar-open": {"formats": ["solar_open"]},  # <|tool_call:start|>NAME, <|tool_arg:…|>
+    "solar-open": {"formats": ["solar_open"]},
+    # Granite 3.x: <|tool_call|>[…]; 3.2's "Here is my thought process:" … "Here is my
+    # response:" is reasoning (read only when granite is named)
+    "granite": {"formats": ["granite"]},  # <|tool_call:start|>NAME, <|tool_arg:…|>
     # Apriel 1.5/1.6 Thinker: the prompt ends with "Here are my reasoning steps:\n"
     "apriel": {"formats": ["tool_calls"], "starts_in_reasoning": "apriel"},
 }

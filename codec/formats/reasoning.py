@@ -45,6 +45,8 @@ class ReasoningFormat:
     format: str = ""
     # its opener is never read in the output: only a prompt opens it (starts_in_reasoning)
     prefill_only: bool = False
+    # its markers are ordinary words: read only when ``formats=`` names its format
+    explicit: bool = False
     # derived once: the longest closer, the openers of calls_end_prefill
     longest: int = field(init=False, default=0)
     call_openers: tuple[str, ...] = field(init=False, default=())
@@ -87,6 +89,10 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
     ReasoningFormat("apriel", ("Here are my reasoning steps:\n",), ("[BEGIN FINAL RESPONSE]",),
                     prefill_only=True),
     ReasoningFormat("solar_open", ("<|think:start|>",), ("<|think:end|>",), format="solar_open"),
+    # IBM Granite 3.2 (the template's system prompt asks for these phrases); ordinary words,
+    # so read only when formats= names granite (the granite preset)
+    ReasoningFormat("granite", ("Here is my thought process:",), ("Here is my response:",),
+                    format="granite", explicit=True),
     ReasoningFormat("cohere", ("<|START_THINKING|>",), ("<|END_THINKING|>",), format="cohere"),
     ReasoningFormat("cohere_response", ("<|START_RESPONSE|>", "<|START_TEXT|>"),
                     ("<|END_RESPONSE|>", "<|END_TEXT|>"), kind="content", format="cohere"),
