@@ -116,6 +116,17 @@ CASES = [
      "</arg_value>\n</tool_call>\n</tool_calls>",
      [("get_weather", {"city": "Beijing", "date": "2026-03-30"}),
       ("get_weather", {"city": "Hangzhou", "date": "2026-03-30"})], "", None),
+    ("vLLM tests/tool_parsers/test_hy_v4_tool_parser.py: values_typed_from_schema "
+     "(unsuffixed tokens)", "tool_calls",
+     "sure!<tool_calls><tool_call>get_weather<arg_key>city</arg_key><arg_value>Beijing"
+     "</arg_value><arg_key>date</arg_key><arg_value>2026-03-30</arg_value></tool_call>"
+     "</tool_calls>", [("get_weather", {"city": "Beijing", "date": "2026-03-30"})], "sure!",
+     None),
+    ("vLLM tests/tool_parsers/test_hy_v4_tool_parser.py: multiple_calls_keep_their_order",
+     "tool_calls",
+     "<tool_calls><tool_call>get_weather<arg_key>city</arg_key><arg_value>A</arg_value>"
+     "</tool_call><tool_call>get_current_date</tool_call></tool_calls>",
+     [("get_weather", {"city": "A"}), ("get_current_date", {})], "", None),
     ("vLLM tests/tool_parsers/test_hy_v3_tool_parser.py: test_zero_arg_inline", "tool_calls",
      "<tool_calls><tool_call>get_current_date<tool_sep></tool_call></tool_calls>",
      [("get_current_date", {})], "", None),

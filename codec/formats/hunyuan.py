@@ -1,5 +1,5 @@
-"""Hunyuan HY3 (Hy3-preview): ``<tool_calls>`` around one ``<tool_call>`` per call, each the
-tool's name, ``<tool_sep>``, then GLM's key/value pairs::
+"""Hunyuan HY3 (Hy3-preview) and HY4: ``<tool_calls>`` around one ``<tool_call>`` per call,
+each the tool's name, ``<tool_sep>`` (HY3 only), then GLM's key/value pairs::
 
     <tool_calls>
     <tool_call>get_weather<tool_sep>
@@ -23,8 +23,10 @@ from toolcodec.formats import FormatRead, glm
 _BLANKS = re.compile(r"[ \t\r\n]*")
 _CALL = re.compile(r"[ \t\r\n]*<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 _SEP = "<tool_sep>"
-# A body of this shape (the engine asks, before the block has ended)
-HEAD = re.compile(r"[ \t\r\n]*<tool_call>[ \t\r\n]*[A-Za-z_][\w.\-]{0,127}[ \t]*<tool_sep>")
+# A body of this shape (the engine asks, before the block has ended): the name, then HY3's
+# <tool_sep>, or HY4's first <arg_key> or the call's end
+HEAD = re.compile(r"[ \t\r\n]*<tool_call>[ \t\r\n]*[A-Za-z_][\w.\-]{0,127}[ \t]*"
+                  r"(?:<tool_sep>|[ \t\r\n]{0,16}<arg_key>|[ \t\r\n]{0,16}</tool_call>)")
 
 
 def read(body: str, *, closed: bool = True) -> FormatRead:
@@ -36,11 +38,10 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
         if m is None:
             return _fail(f"expected <tool_call>, found {body[pos:pos + 12]!r}", pos)
         inner, at = m.group(1), m.start(1)
-        sep = inner.find(_SEP)
-        if sep < 0:
-            return _fail("a call without <tool_sep> after its name", at)
+        sep = inner.find(_SEP)  # HY3 writes it after the name; HY4 does not
         call_closed = closed or m.group().endswith("</tool_call>")
-        one = glm.read(inner[:sep] + "\n" + inner[sep + len(_SEP):], closed=call_closed)
+        one = glm.read(inner if sep < 0 else inner[:sep] + "\n" + inner[sep + len(_SEP):],
+                       closed=call_closed)
         if one.errors:
             found.errors = [_moved(e, at, sep) for e in one.errors]
             found.calls = []
@@ -54,12 +55,12 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
 
 
 def _moved(error: CodecError, at: int, sep: int) -> CodecError:
-    """An error of the inner GLM read, placed in the block's body (``<tool_sep>`` was one
-    character there)."""
+    """An error of the inner GLM read, placed in the block's body (``<tool_sep>``, if any,
+    was one character there)."""
     where = error.details.get("position")
     if not isinstance(where, int):
         return error
-    where = at + where + (len(_SEP) - 1 if where > sep else 0)
+    where = at + where + (len(_SEP) - 1 if 0 <= sep < where else 0)
     return CodecError(error.code, error.message, {**error.details, "position": where})
 
 
