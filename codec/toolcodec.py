@@ -64,6 +64,7 @@ from toolcodec.formats import (
     apertus,
     deepseek,
     functionary,
+    gcml,
     gemma,
     glm,
     harmony,
@@ -778,7 +779,8 @@ _READERS: dict[str, Any] = {
     "mistral": mistral.read, "invoke": invoke.read, "apertus": apertus.read, "gemma": gemma.read,
     "step3": step3.read, "minicpm": minicpm.read, "kimi_k3": kimi_k3.read,
     "hunyuan": hunyuan.read, "minimax_m3": minimax_m3.read, "functionary": functionary.read,
-    "solar_open": solar_open.read, "ifm": ifm.read}
+    "solar_open": solar_open.read, "ifm": ifm.read,
+    "gcml": gcml.read}
 
 
 def _run_reader(marker: Any, payload: str, closed: bool) -> Any:

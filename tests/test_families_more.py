@@ -82,6 +82,20 @@ CASES = [
     ("vLLM tests/tool_parsers/test_k2_horizon_tool_parser.py: json format", "k2_horizon",
      '<ifm|tool_calls><ifm|tool_call>{"name": "lookup", "arguments": {"query": "x"}}'
      "</ifm|tool_call></ifm|tool_calls>", [("lookup", {"query": "x"})], "", None),
+    ("vLLM tests/tool_parsers/test_gigachat35_tool_parser.py: surrounding_text_output",
+     "gigachat35",
+     'I will check.<｜GCML｜tool_calls><｜GCML｜invoke name="get_weather"><｜GCML｜parameter '
+     'name="city" string="true">Tokyo</｜GCML｜parameter></｜GCML｜invoke></｜GCML｜tool_calls>',
+     [("get_weather", {"city": "Tokyo"})], "I will check.", None),
+    ("vLLM tests/tool_parsers/test_gigachat35_tool_parser.py: parallel, string=\"false\" JSON",
+     "gigachat35",
+     '<｜GCML｜tool_calls><｜GCML｜invoke name="get_weather"><｜GCML｜parameter name="city" '
+     'string="true">Tokyo</｜GCML｜parameter></｜GCML｜invoke><｜GCML｜invoke name="create_order">'
+     '<｜GCML｜parameter name="shipping" string="false">{"city": "Oslo", "zip": 150}'
+     "</｜GCML｜parameter></｜GCML｜invoke></｜GCML｜tool_calls>",
+     [("get_weather", {"city": "Tokyo"}), ("create_order", {"shipping": {"city": "Oslo",
+                                                                         "zip": 150}})],
+     "", None),
     ("vLLM tests/tool_parsers/test_nemotron_nano_v2_tool_parser.py: from_nemotron_array",
      "nemotron",
      'Let me check that.<TOOLCALL>[{"name": "get_weather", '

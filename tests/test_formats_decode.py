@@ -103,6 +103,9 @@ EXAMPLES = [
     ("k2_horizon", "<ifm|tool_calls><ifm|tool_call>search<ifm|arg_key>q</ifm|arg_key>"
                    "<ifm|arg_value>cats & dogs</ifm|arg_value></ifm|tool_call></ifm|tool_calls>",
      [SEARCH]),
+    ("gigachat35", '<｜GCML｜tool_calls><｜GCML｜invoke name="search"><｜GCML｜parameter name="q" '
+                   'string="true">cats & dogs</｜GCML｜parameter></｜GCML｜invoke>'
+                   "</｜GCML｜tool_calls>", [SEARCH]),
     ("minimax_m3", ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="search">]<]minimax[>[<q>'
                    'cats & dogs]<]minimax[>[</q>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>',
      [SEARCH]),

@@ -85,7 +85,7 @@ VLLM_PARSERS: dict[str, dict[str, Any]] = {
     "cohere_command3": {"formats": ["cohere"]}, "cohere_command4": {"formats": ["cohere"]},
     "nemotron_nano_v2": {"formats": ["nemotron"]},
     "solar_open2": {"formats": ["solar_open"]},
-    "k2_horizon": {"formats": ["k2_horizon"]},
+    "k2_horizon": {"formats": ["k2_horizon"]}, "gigachat35": {"formats": ["gigachat35"]},
 }
 
 # A family's name wins where both tables have it (they agree: glm45, mistral).

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolcodec.formats import functionary, hunyuan, ifm, solar_open
+from toolcodec.formats import functionary, gcml, hunyuan, ifm, solar_open
 from toolcodec.formats.minimax_m3 import PREFIX as _MM3
 
 
@@ -146,6 +146,8 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     # was dropped ends at the next call
     MarkerFormat("solar_open", (solar_open.OPENER,), (solar_open.CLOSER,), body="solar_open",
                  next_opener_ends=True),
+    # GigaChat 3.5: DSML's invokes with GCML in the tags' prefix
+    MarkerFormat("gigachat35", gcml.OPENERS, gcml.CLOSERS, body="gcml", call_ends=gcml.CALL_ENDS),
     # K2 Horizon: <ifm|tool_calls><ifm|tool_call>NAME<ifm|arg_key>… or {json}
     MarkerFormat("k2_horizon", (ifm.OPENER,), (ifm.CLOSER,), body="ifm",
                  call_ends=("</ifm|tool_call>",)),
