@@ -662,7 +662,8 @@ def _envelope_pairs(value: Any) -> list[tuple[str, Any]] | None:
         name = item.get("name", item.get("tool_name")) if isinstance(item, dict) else None
         if not isinstance(name, str):
             return None
-        args = item.get("arguments", item.get("parameters", {}))
+        # Inkling writes its arguments as "args"
+        args = item.get("arguments", item.get("parameters", item.get("args", {})))
         pairs.append((name, {} if args is None else args))
     return pairs or None
 

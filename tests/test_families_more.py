@@ -96,6 +96,12 @@ CASES = [
      [("get_weather", {"city": "Tokyo"}), ("create_order", {"shipping": {"city": "Oslo",
                                                                          "zip": 150}})],
      "", None),
+    ("vLLM's Inkling parser (format in its docstring): typed content blocks", "inkling",
+     "<|message_model|><|content_thinking|>Check the weather.<|end_message|>"
+     "<|message_model|><|content_text|>Let me look.<|end_message|><|message_model|>"
+     '<|content_invoke_tool_json|>{"name":"get_weather","args":{"city":"SF"}}<|end_message|>'
+     "<|content_model_end_sampling|>",
+     [("get_weather", {"city": "SF"})], "Let me look.", "Check the weather."),
     ("vLLM tests/tool_parsers/test_nemotron_nano_v2_tool_parser.py: from_nemotron_array",
      "nemotron",
      'Let me check that.<TOOLCALL>[{"name": "get_weather", '

@@ -106,6 +106,8 @@ EXAMPLES = [
     ("gigachat35", '<｜GCML｜tool_calls><｜GCML｜invoke name="search"><｜GCML｜parameter name="q" '
                    'string="true">cats & dogs</｜GCML｜parameter></｜GCML｜invoke>'
                    "</｜GCML｜tool_calls>", [SEARCH]),
+    ("inkling", '<|message_model|><|content_invoke_tool_json|>{"name": "search", "args": '
+                '{"q": "cats & dogs"}}<|end_message|>', [SEARCH]),
     ("minimax_m3", ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="search">]<]minimax[>[<q>'
                    'cats & dogs]<]minimax[>[</q>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>',
      [SEARCH]),

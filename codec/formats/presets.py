@@ -86,6 +86,7 @@ VLLM_PARSERS: dict[str, dict[str, Any]] = {
     "nemotron_nano_v2": {"formats": ["nemotron"]},
     "solar_open2": {"formats": ["solar_open"]},
     "k2_horizon": {"formats": ["k2_horizon"]}, "gigachat35": {"formats": ["gigachat35"]},
+    "inkling": {"formats": ["inkling"]},
 }
 
 # A family's name wins where both tables have it (they agree: glm45, mistral).

@@ -93,6 +93,12 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
     # so read only when formats= names granite (the granite preset)
     ReasoningFormat("granite", ("Here is my thought process:",), ("Here is my response:",),
                     format="granite", explicit=True),
+    # Inkling's typed content blocks: thinking, and visible text
+    ReasoningFormat("inkling", ("<|content_thinking|>",),
+                    ("<|end_message|>", "<|content_model_end_sampling|>"), format="inkling"),
+    ReasoningFormat("inkling_text", ("<|content_text|>",),
+                    ("<|end_message|>", "<|content_model_end_sampling|>"), kind="content",
+                    format="inkling"),
     ReasoningFormat("cohere", ("<|START_THINKING|>",), ("<|END_THINKING|>",), format="cohere"),
     ReasoningFormat("cohere_response", ("<|START_RESPONSE|>", "<|START_TEXT|>"),
                     ("<|END_RESPONSE|>", "<|END_TEXT|>"), kind="content", format="cohere"),
@@ -101,6 +107,8 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
 # Structure that is neither content nor a call, and the call format it belongs to.
 FRAMING: dict[str, str] = {
     **{h + "commentary<|message|>": "harmony" for h in _HARMONY_HEADS},
+    # Inkling's message header and end of sampling
+    "<|message_model|>": "inkling", "<|content_model_end_sampling|>": "inkling",
     # Apriel's answer markers, written without the prompt's reasoning header too
     "[BEGIN FINAL RESPONSE]": "tool_calls", "[END FINAL RESPONSE]": "tool_calls",
     # Functionary v3.2's text channel header (>>>all then a line break)

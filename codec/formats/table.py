@@ -146,6 +146,10 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     # was dropped ends at the next call
     MarkerFormat("solar_open", (solar_open.OPENER,), (solar_open.CLOSER,), body="solar_open",
                  next_opener_ends=True),
+    # Inkling: <|message_model|><|content_invoke_tool_json|>{"name", "args"}<|end_message|>
+    MarkerFormat("inkling", ("<|content_invoke_tool_json|>",),
+                 ("<|end_message|>", "<|content_model_end_sampling|>"), body="json",
+                 quotes=_JSON),
     # GigaChat 3.5: DSML's invokes with GCML in the tags' prefix
     MarkerFormat("gigachat35", gcml.OPENERS, gcml.CLOSERS, body="gcml", call_ends=gcml.CALL_ENDS),
     # K2 Horizon: <ifm|tool_calls><ifm|tool_call>NAME<ifm|arg_key>… or {json}
