@@ -62,6 +62,7 @@ from toolcodec.formats import (
     FormatRead,
     XmlBody,
     apertus,
+    atem,
     deepseek,
     functionary,
     gcml,
@@ -781,7 +782,7 @@ _READERS: dict[str, Any] = {
     "step3": step3.read, "minicpm": minicpm.read, "kimi_k3": kimi_k3.read,
     "hunyuan": hunyuan.read, "minimax_m3": minimax_m3.read, "functionary": functionary.read,
     "solar_open": solar_open.read, "ifm": ifm.read,
-    "gcml": gcml.read}
+    "gcml": gcml.read, "atem": atem.read}
 
 
 def _run_reader(marker: Any, payload: str, closed: bool) -> Any:

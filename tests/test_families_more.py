@@ -102,6 +102,12 @@ CASES = [
      '<|content_invoke_tool_json|>{"name":"get_weather","args":{"city":"SF"}}<|end_message|>'
      "<|content_model_end_sampling|>",
      [("get_weather", {"city": "SF"})], "Let me look.", "Check the weather."),
+    ("Muse Glimmer chat template's ATEM call block (as mlx-vlm's atem parser tests it)",
+     "muse_glimmer",
+     '<atem:function_calls>\n<atem:invoke name="get_weather">\n<atem:parameter name="city">'
+     'Berlin</atem:parameter>\n<atem:parameter name="date">2026-03-30</atem:parameter>\n'
+     "</atem:invoke>\n</atem:function_calls>",
+     [("get_weather", {"city": "Berlin", "date": "2026-03-30"})], "", None),
     ("vLLM tests/tool_parsers/test_nemotron_nano_v2_tool_parser.py: from_nemotron_array",
      "nemotron",
      'Let me check that.<TOOLCALL>[{"name": "get_weather", '

@@ -108,6 +108,9 @@ EXAMPLES = [
                    "</｜GCML｜tool_calls>", [SEARCH]),
     ("inkling", '<|message_model|><|content_invoke_tool_json|>{"name": "search", "args": '
                 '{"q": "cats & dogs"}}<|end_message|>', [SEARCH]),
+    ("muse_glimmer", '<atem:function_calls>\n<atem:invoke name="search">\n<atem:parameter name="q">'
+                     "cats & dogs</atem:parameter>\n</atem:invoke>\n</atem:function_calls>",
+     [SEARCH]),
     ("minimax_m3", ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="search">]<]minimax[>[<q>'
                    'cats & dogs]<]minimax[>[</q>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>',
      [SEARCH]),

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolcodec.formats import functionary, gcml, hunyuan, ifm, solar_open
+from toolcodec.formats import atem, functionary, gcml, hunyuan, ifm, solar_open
 from toolcodec.formats.minimax_m3 import PREFIX as _MM3
 
 
@@ -150,6 +150,9 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     MarkerFormat("inkling", ("<|content_invoke_tool_json|>",),
                  ("<|end_message|>", "<|content_model_end_sampling|>"), body="json",
                  quotes=_JSON),
+    # Muse Glimmer: ATEM invokes
+    MarkerFormat("muse_glimmer", (atem.OPENER,), (atem.CLOSER,), body="atem",
+                 call_ends=(atem.CALL_END,)),
     # GigaChat 3.5: DSML's invokes with GCML in the tags' prefix
     MarkerFormat("gigachat35", gcml.OPENERS, gcml.CLOSERS, body="gcml", call_ends=gcml.CALL_ENDS),
     # K2 Horizon: <ifm|tool_calls><ifm|tool_call>NAME<ifm|arg_key>… or {json}
