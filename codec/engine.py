@@ -7,20 +7,18 @@ text was cut into chunks (stream ≡ batch, property-tested).
 
 What the engine reads, in order:
 
-- *openers* (``toolcodec.opener_scan``: one pattern per set of formats, the tool names looked
-  up in sets; an opener cut by a chunk boundary is held, never leaked, the ``regex``
-  module's partial matching telling where one may be): ``<think>``, ``<tool_call>``,
-  ``<tool>``, ``<function=``, ``<TOOL_NAME …>``, the special tokens of the marker formats
-  (``toolcodec.formats.table``), a JSON value whose first key looks like a call,
-  ``[KNOWN_TOOL(`` (Python calls), and a code fence;
+- *openers* (``toolcodec.openers``, compiled from the formats' declarations: one pattern per
+  set of formats, the tool names looked up in sets; an opener cut by a chunk boundary is
+  held, never leaked, the ``regex`` module's partial matching telling where one may be):
+  ``<think>``, ``<tool_call>``, ``<tool>``, ``<function=``, ``<TOOL_NAME …>``, the special
+  tokens of the marker formats (``toolcodec.formats.table``), a JSON value whose first key
+  looks like a call, ``[KNOWN_TOOL(`` (Python calls), and a code fence;
 - an envelope opener (except ``<function=``) starts a block only when the first character
   after it (past at most ``BODY_WS`` blanks) is ``<``, ``{`` or ``[`` (for ``<tool_call>``, also
   a code fence around JSON), or the text ends there:
   ``use <get_weather> to check`` names the syntax and stays text;
-- a block ends at its closer (``</tool_call>`` also ends at the next ``<tool_call>``, and skips
-  closers inside JSON strings when the body's quotes are unbalanced; a tool tag ends at its
-  matching close tag, ``<NAME/>`` at once; a marker format at its end token, or, with none,
-  where its last value's brackets balance and no further call follows), or at the end of the
+- a block ends by its kind's end rule (``toolcodec.formats.block_kinds``, each rule in its
+  format's module; a marker format's ``MarkerFormat`` declares its own), or at the end of the
   text (``closed=False``); its text is decoded once, when it ends;
 - JSON (or a Python call list) in prose: a candidate's extent is found by bracket and string
   matching, and it is a call only if it parses as strict JSON (or literal Python), has a call
@@ -28,400 +26,42 @@ What the engine reads, in order:
   Such a call is *pending* until the end: it counts only when the output held no envelope (and,
   for a message, no native calls). While one is pending, the text after it waits too, so that
   content stays in order.
+
+The engine knows no family: what a format's block looks like comes from its declarations
+(``toolcodec.formats.registry``). Reasoning blocks are read by ``ReasoningReader``
+(``toolcodec.reasoning_reader``), prose and calls in prose by ``ProseReader``
+(``toolcodec.prose_reader``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Protocol
 
-import orjson
 import regex  # partial matching: an opener cut at the end of a chunk
 from toolcodec.assembly import Assembly
-from toolcodec.bracket_depth import bracket_depth
 from toolcodec.envelopes import FORMAT_OF_TAG, Block
 from toolcodec.errors import PAYLOAD_TOO_LARGE, CodecError, truncated
-from toolcodec.formats import glm, quoted, yamlbody
-from toolcodec.formats.reasoning import BY_OPENER, FRAMING, REASONING_FORMATS
-from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat, marker_formats
+from toolcodec.formats.block_kinds import BLOCK_KINDS, OPENER_KINDS
+from toolcodec.formats.open_block import OpenBlock
+from toolcodec.formats.reasoning import BY_OPENER
 from toolcodec.limits import Limits
 from toolcodec.normalize import replace_surrogates, replace_surrogates_in
-from toolcodec.opener_scan import (
-    NAME_MAX,
-    PLAIN_NAME,
-    PLAIN_PARAM,
-    SPACE,
-    Patterns,
-    ToolNames,
-    any_name_openers,
-    find,
-    prefilter_source,
-    unnamed,
-)
-from toolcodec.regex_trie import trie_branches, trie_pattern
+from toolcodec.openers import BODY_WS, Openers
+from toolcodec.prose_reader import MAX_CANDIDATES, ProseReader
+from toolcodec.reasoning_reader import ReasoningReader
 from toolcodec.result import clean_call
-from toolcodec.textjson import call_pairs
 
-BODY_WS = 64  # blanks allowed between an envelope opener and its body
-# After a value of an open-ended marker format (no end token): another call follows (a value,
-# or Mistral's NAME[ARGS]{…}), or an end-of-generation token that belongs to the block.
-_MORE_CALLS = regex.compile(r"[ \t\r\n,;]*(?:[\[{]|[A-Za-z_][\w.\-]{0,63}[ \t]*"
-                            r"(?:\[CALL_ID\][ \t]*[\w\-]{0,64}[ \t]*)?(?:\[ARGS\])?[ \t]*[\[{])")
-# Mistral's tokens between a call's name and its value: not a value's brackets.
-_MISTRAL_TOKEN = regex.compile(r"\[(?:ARGS|CALL_ID)\]")
-# Per-call end tokens of sections that hold several calls: in a cut section, the calls before
-# the last one are complete. JSON bodies only, where a completion always shows in the repairs.
-_CALL_ENDS = {"deepseek": ("<\uff5ctool\u2581call\u2581end\uff5c>", "<|tool\u2581call\u2581end|>",
-                           "<|tool_call_end|>"),
-              "kimi_k2": ("<|tool_call_end|>",)}
 _CUT = "before this call was closed"  # what a truncated error says of a cut block
 # Repairs that complete what the end of a text cut: a call that needed one was cut itself.
 _COMPLETED = frozenset({"json.unclosed", "json.unclosed_string", "json.dangling_key_dropped",
                        "json.cut_value_dropped", "xml.balance_tags", "xml.cut_tag_dropped"})
-_END_RUN_WINDOW = 96
-# Where an end-of-generation token may start: its first two characters, or its first at the
-# end of what is looked at (a token the next chunk may complete).
-_TOKEN_START = re.compile("|".join(sorted({re.escape(t[:2]) for t in END_OF_GENERATION}))
-                          + "|[" + "".join(sorted({re.escape(t[0]) for t in END_OF_GENERATION}))
-                          + r"]\Z")
-_END_RUN = regex.compile(r"(?:" + "|".join(
-    regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True))
-    + r")(?:[ \t\r\n]{0,8}(?:" + "|".join(
-    regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True))
-    + r")){0,3}[ \t\r\n]{0,16}")
-_END_TOKEN = regex.compile(r"[ \t\r\n]*(?:" + "|".join(
-    regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True)) + ")")
 HEAD_WINDOW = 160  # characters that decide whether a body that starts with a word is a call
-_CALL_HEAD = re.compile(r"[ \t\r\n]*[A-Za-z_][\w.]{0,127}[ \t]*\(")
-# `<function name="` (MiniCPM): the name, the tag's end, then a parameter or the close tag.
-_TAG_HEAD = re.compile(r"[A-Za-z_][\w.\-]{0,127}[\"'][ \t]*>[ \t\r\n]{0,64}"
-                       r"(?:<param(?:eter)?[ \t]|</function>)")
-_BODY_HEADS = {"call": _CALL_HEAD, "tag": _TAG_HEAD}
-# A <tool_call> body that starts with a word: a GLM name, or a Qwen `function=NAME>` that lost
-# its "<" (xml.missing_lt).
-_NAMED_BODY = {"tool_call": re.compile(glm.TEXT_HEAD.pattern
-                                       + r"|[ \t\r\n]*(?:function|call|invoke|tool)=[\w.\-]+>"),
-               "tool_tag": yamlbody.TEXT_HEAD}
-MAX_CANDIDATES = 32  # JSON candidates tried per stretch of prose between blocks
-CALL_MARKERS = ("functools",)  # a word before JSON in prose that says "this is a call"
-_MARKER_WS = 64
-_JSON_REST = (r"[ \t\r\n]{0,16}(?:\{[ \t\r\n]{0,16})?"
-              r"\"(?:name|function|tool_calls|type|arguments|parameters)\"[ \t\r\n]{0,16}:")
-_FENCE = r"```[ \t]{0,8}(?:json|JSON|json5)?[ \t]{0,8}\r?\n"
-_JSON_OPENER = rf"(?P<json>[\[{{]{_JSON_REST})|(?P<fence>{_FENCE})"
-_CLOSERS = {"tool_element": "</tool>", "function": "</function>"}
-_WRAPPER_CLOSE = "</tool_call>"
-STRAY_CLOSE_DROPPED = "xml.stray_close_dropped"
-_PARAM_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,63}")
-_ELEMENT_OPEN = regex.compile(r"<([A-Za-z_][\w.\-]{0,63})[ \t]{0,8}(/?)>")
-_BLANKS = re.compile(r"[ \t\r\n]*")
 _BARE_NAME = re.compile(r"<?([^ \t\r\n:]+)")
-# Reasoning blocks, answer channels and framing tokens come from one table
-# (``toolcodec.formats.reasoning``): a call written inside reasoning is the model thinking about
-# a call, not making it.
-_TAG_ROWS = {f.openers[0][1:-1]: f for f in REASONING_FORMATS if f.tag}
-# `</ tool_call >` with blanks is still the closer (the seed's normalizeCloseTags read it).
-_TOOL_CALL_EDGE = regex.compile(r"</[ \t]{0,8}tool_call[ \t]{0,8}>|<tool_call>")
-_TOOL_CALL_EDGE_MAX = 28  # the longest text it matches
 # A code fence holding JSON, right after <tool_call>: the envelope's body (json.code_fence).
 _FENCED_JSON = regex.compile(r"```[ \t]{0,8}[A-Za-z0-9_+.\-]{0,16}[ \t]{0,8}\r?\n"
                              r"[ \t\r\n]{0,64}[\[{]")
-# The value tags of GLM (<arg_value>) and Qwen XML (<parameter=…>): a <tool_call> or
-# </tool_call> between them is the value's text.
-_VALUE_OPEN = re.compile(r"<arg_value>|<parameter=")
-_VALUE_CLOSE = re.compile(r"</arg_value>|</parameter>")
-_STRING_OR_TAG = re.compile(r'["<]')
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_JSON_STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*')  # resumable: stops at '"', a cut escape
-_JSON_STRUCT = re.compile(r'["{}\[\]]')
-_STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
-_PY_STRUCT = re.compile(r'["\'{}\[\]]')
-
-
-@dataclass(frozen=True)
-class Openers:
-    """What starts a block, for one tool set and set of formats.
-
-    ``patterns`` read any tool name where a tool-name opener has one
-    (``toolcodec.opener_scan``): compiled once per set of formats and shared by every tool set
-    whose names are plain (``[A-Za-z0-9_.-]``, at most ``NAME_MAX`` characters), whose
-    ``names`` say which are openers. A tool set with other names has its names compiled into
-    its own ``patterns`` (``names`` None)."""
-
-    patterns: Patterns  # the openers' pattern and prefilter, with and without candidates
-    markers: dict[str, MarkerFormat]  # opener token -> its format
-    ends: dict[str, Any]  # opener token -> the pattern of what ends its block
-    # tool -> its declared parameters, which a bare call's elements may name
-    parameters: dict[str, frozenset[str]] = field(default_factory=dict)
-    names: ToolNames | None = None  # the set's names, where ``patterns`` read any name
-    shared: Patterns | None = None  # ``patterns`` without the tool-name openers
-
-    def find(self, text: str, pos: int, partial: bool, blocks_only: bool = False) -> Any:
-        """The first opener at or past *pos*, whole or, with *partial* (more text to come),
-        cut by the end of the text (``toolcodec.opener_scan.find``). With *blocks_only*,
-        without the JSON, fence and Python-call candidates: once a stretch of prose has used
-        up its MAX_CANDIDATES, those are text, and trying each one cost more than a
-        microsecond (a run of code fences)."""
-        return find(self.patterns, self.names, self.shared, text, pos, partial, blocks_only)
-
-
-def compile_openers(tool_names: list[str], formats: frozenset[str] | None = None,
-                    parameters: dict[str, list[str]] | None = None, *,
-                    shared: bool = True) -> Openers:
-    """The openers for a tool set (tool names become ``<NAME …>`` tags and, in ``[NAME(``,
-    pythonic calls; with ``parameters``, a tool's name alone on its line followed by one of
-    its parameters' tags opens a bare call) and for the enabled formats (all for None).
-
-    Plain names (``[A-Za-z0-9_.-]``, at most ``NAME_MAX`` characters) are looked up in sets
-    by the patterns shared by every tool set with these formats (with *shared*, the
-    default): nothing is compiled for the set. Other names, or ``shared=False``, compile the
-    set's own patterns with the names in them (a few milliseconds)."""
-    names = sorted({n for n in tool_names if n}, key=len, reverse=True)
-    on = _enabled(formats)
-    params = parameters or {}
-    # A bare call opens with one of its tool's parameters whose name _PARAM_NAME reads.
-    bare = {n: frozenset(p for p in params.get(n, ()) if _PARAM_NAME.fullmatch(p))
-            for n in names} if on("tool_tag") else {}
-    bare = {n: ps for n, ps in bare.items() if ps}
-    kept = {name: frozenset(ps) for name, ps in params.items()}
-    plain = shared and all(PLAIN_NAME.fullmatch(n) for n in names) and all(
-        PLAIN_PARAM.fullmatch(p) for ps in bare.values() for p in ps)
-    base = _shared_openers(formats, False)
-    if not names:
-        return Openers(base.patterns, base.markers, base.ends, kept)
-    if not plain:
-        return Openers(_opener_patterns(formats, names, params), base.markers, base.ends, kept)
-    every = frozenset(names)
-    named = _shared_openers(formats, True)
-    return Openers(named.patterns, base.markers, base.ends, kept, ToolNames(
-        every if on("tool_tag", "yaml_tag") else frozenset(),
-        every if on("pythonic") else frozenset(), bare, BODY_WS, base.longest), base.patterns)
-
-
-def _enabled(formats: frozenset[str] | None) -> Any:
-    return (lambda *ids: True) if formats is None else (lambda *ids: bool(formats & set(ids)))
-
-
-@dataclass(frozen=True)
-class _Shared:
-    """The openers for a set of formats, shared by the tool sets that use them."""
-
-    patterns: Patterns
-    markers: dict[str, MarkerFormat]
-    ends: dict[str, Any]
-    longest: int  # an opener cut by the end of the text is shorter than this
-
-
-@lru_cache(maxsize=64)
-def _shared_openers(formats: frozenset[str] | None, named: bool) -> _Shared:
-    """The openers for *formats*: with *named*, the tool-name openers with any name in the
-    name's place; else none. Compiled when first searched (a few milliseconds), once."""
-    markers = {t: f for f in marker_formats(formats) for t in f.openers}
-    tokens = list(markers) + list(BY_OPENER) + list(FRAMING)
-    # A cut opener is shorter than a whole one: at most the longest token past the blanks
-    # the start marker allows, or a bare call's head (name, blanks, parameter tag).
-    longest = max(map(len, tokens)) + 2 * BODY_WS + 2 * NAME_MAX + 64
-    return _Shared(_opener_patterns(formats, None if named else [], {}), markers,
-                   {t: _end_pattern(f) for t, f in markers.items()}, longest)
-
-
-def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
-                    parameters: dict[str, list[str]]) -> Patterns:
-    """The openers' patterns, with and without the prose candidates: for *names* (longest
-    first), or, with None, for any name (``any_name_openers``: then the prefilter is an
-    ``re`` pattern for whole openers, ``opener_scan.Patterns``)."""
-    on = _enabled(formats)
-    parts = []
-    fixed = [t for t, ids in (("tool_call", ("hermes", "qwen_xml", "glm")),
-                              ("tool", ("tool_element",))) if on(*ids)]
-    tags = "|".join(regex.escape(t) for t in _TAG_ROWS)
-    parts.append(rf"<(?P<reason_tag>{tags})[ \t\r\n]{{0,8}}>")
-    if fixed:
-        parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
-    tokens = sorted((t for t, f in BY_OPENER.items()
-                     if not f.tag and (not f.format or on(f.format))), key=len, reverse=True)
-    parts.append("(?P<reason_token>" + "|".join(regex.escape(t) for t in tokens) + ")")
-    framing = sorted((t for t, fmt in FRAMING.items() if on(fmt)), key=len, reverse=True)
-    if framing:
-        parts.append("(?P<framing>" + "|".join(regex.escape(t) for t in framing) + ")")
-    if on("qwen_xml"):
-        parts.append(r"<(?P<function>function=)")
-    candidates = len(parts)
-    if on("json"):
-        parts.append(_JSON_OPENER)
-    markers = {t: f for f in marker_formats(formats) for t in f.openers}
-    start_tokens = [t for t, f in markers.items() if f.at_start]
-    anywhere = [t for t, f in markers.items() if not f.at_start]
-    if anywhere:
-        parts.append(rf"(?P<marker>{trie_pattern(anywhere)})")
-    # A marker read only where the output starts (gpt-oss's recipient in the role header).
-    start = (rf"(?<![\s\S])[ \t\r\n]{{0,{BODY_WS}}}(?P<start_marker>{trie_pattern(start_tokens)})"
-             if start_tokens else "")
-    if start:
-        parts.append(start)
-    # Every alternative's literal head, for the prefilter (``toolcodec.opener_scan``).
-    literals = ([f"<{t}" for t in _TAG_ROWS] + [f"<{t}" for t in fixed] + tokens + framing
-                + anywhere + (["<function="] if on("qwen_xml") else []))
-    # How far from the end of the text a cut opener may start (the longest token, the JSON
-    # opener: 63 characters; the start marker is looked for where the text starts), and
-    # the characters an opener may start with.
-    window = max(64, *map(len, literals))
-    firsts = "".join(t[0] for t in literals) + "[{`" * on("json")
-    if names is None:
-        head = (rf"[ \t\r\n]{{0,{BODY_WS}}}{trie_pattern(start_tokens)}" if start_tokens
-                else "")
-        return _any_name_patterns(parts, candidates, literals, head, on, window, firsts)
-    if names:  # or a tool-name opener: its name, blanks and parameters' tags
-        window += 2 * max(map(len, names)) + 2 * BODY_WS + 64
-        firsts += "<[" + "".join(n[0] for n in names)
-        alt = trie_pattern(names)
-        if on("tool_tag", "yaml_tag"):
-            parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
-            literals += [f"<{n}" for n in names]
-        if on("pythonic"):
-            parts.append(rf"(?P<pycall>\[[ \t\r\n]{{0,16}}(?:{alt})[ \t]{{0,4}}\()")
-    bare = _bare_openers(names, parameters) if names else ""
-    if bare and on("tool_tag"):
-        parts.append(rf"(?<=(?:^|\n)[ \t]{{0,16}})(?P<bare>{bare})")
-    bare_names = names if bare and on("tool_tag") else []
-    blocks = [p for i, p in enumerate(parts) if not (
-        i == candidates and on("json") or p.startswith("(?P<pycall>"))]
-    heads = [unnamed(start)] if start else []
-    # The JSON and fence openers as they are (named groups unnamed): cheap on their own.
-    json_opener = unnamed(_JSON_OPENER) if on("json") else "(?!)"
-    every = prefilter_source(literals, json_opener, names if on("pythonic") else [],
-                             bare_names, heads)
-    blocks_first = prefilter_source(literals, "(?!)", [], bare_names, heads)
-    return Patterns(("|".join(parts), every), ("|".join(blocks), blocks_first), window=window,
-                    firsts=firsts, start=unnamed(start))
-
-
-def _any_name_patterns(parts: list[str], candidates: int, literals: list[str], start: str,
-                       on: Any, window: int, firsts: str) -> Patterns:
-    """``_opener_patterns`` for any name: the tool-name openers after the others, and an
-    ``re`` prefilter whose branches each start with a literal character (so that ``re``
-    skips to where one may match), the tool-name openers last (``ToolNames.find_whole``)."""
-    any_name = any_name_openers(BODY_WS)
-    first = trie_branches(literals)
-    json_heads = [r"\[" + _JSON_REST, r"\{" + _JSON_REST, _FENCE] if on("json") else []
-    named, named_heads = [], []
-    for kind, head, wanted in (("tag", "tag", on("tool_tag", "yaml_tag")),
-                               ("pycall", "pycall_head", on("pythonic")),
-                               ("bare", "bare_head", on("tool_tag"))):
-        if wanted:
-            named.append(any_name[kind])
-            named_heads.append(any_name[head])
-    parts = parts + named
-    blocks = [p for i, p in enumerate(parts) if not (
-        i == candidates and on("json") or p.startswith("(?P<pycall>"))]
-    block_heads = [h for h in named_heads if not h.startswith(r"\[")]
-    return Patterns(("|".join(parts), "|".join(first + json_heads + named_heads)),
-                    ("|".join(blocks), "|".join(first + block_heads)), window=window,
-                    firsts=firsts, any_name=True, start=start)
-
-
-def _line_call(text: str, start: int, stop: int, openers: tuple[str, ...],
-               first: int) -> tuple[int, int] | None:
-    """The first of ``openers`` in ``text[start:stop]`` on a line of its own (past at most 16
-    blanks after a line break, or after ``first``, where the text starts): where its line
-    break is, and where the opener ends."""
-    best = None
-    for opener in openers:
-        i = text.find(opener, start, stop)
-        while i >= 0:
-            j = i
-            while j > first and i - j < 16 and text[j - 1] in " \t":
-                j -= 1
-            if j == first or text[j - 1] == "\n":
-                at = max(start, j - (j > first))
-                if best is None or at < best[0]:
-                    best = (at, i + len(opener))
-                break
-            i = text.find(opener, i + 1, stop)
-    return best
-
-
-def _line_call_tail(text: str, start: int, openers: tuple[str, ...], first: int) -> int | None:
-    """Where a line that may still become one of ``openers`` on its own starts, at the end
-    of ``text`` (its line break, or ``first``)."""
-    low = max(start, len(text) - max(map(len, openers)) - 17)
-    line = text.rfind("\n", low)
-    at = line if line >= 0 else (first if first >= low else -1)
-    if at < 0:
-        return None
-    rest = text[at + (line >= 0):]
-    head = rest.lstrip(" \t")
-    if len(rest) - len(head) <= 16 and any(o.startswith(head) for o in openers):
-        return at
-    return None
-
-
-def _bare_openers(names: list[str], parameters: dict[str, list[str]]) -> str:
-    """``NAME`` (or ``NAME:``, or an opening tag never closed, ``<NAME``) alone on its line,
-    then, on the next, the tag of one of that tool's own parameters: how some models write a
-    call with no opening tag."""
-    alts = []
-    for name in names:
-        params = sorted({p for p in parameters.get(name, ()) if _PARAM_NAME.fullmatch(p)},
-                        key=len, reverse=True)
-        if params:
-            tags = "|".join(regex.escape(p) for p in params)
-            alts.append(rf"<?{regex.escape(name)}[ \t]{{0,8}}:?[ \t]{{0,8}}\r?\n"
-                        rf"[ \t\r\n]{{0,{BODY_WS}}}<(?:{tags})[ \t]{{0,8}}/?>")
-    return "|".join(alts)
-
-
-@lru_cache(maxsize=256)
-def _tag_pattern(name: str) -> Any:
-    """Opening, closing and self-closing tags of one tool's name."""
-    return regex.compile(rf"<(?P<close>/[ \t]*)?{regex.escape(name)}(?=[\s>/])[^<>]{{0,64}}>")
-
-
-@lru_cache(maxsize=256)
-def _tag_counters(name: str) -> tuple[Any, Any, Any]:
-    """``_tag_pattern`` split in three: opening tags, the self-closing ones among them, and
-    closing tags (no match of one overlaps a match of another). ``re`` patterns, which cost
-    a third of ``regex`` ones to compile: a whole text needs no partial match."""
-    name = re.escape(name)
-    return (re.compile(rf"<{name}(?=[{SPACE}>/])[^<>]{{0,64}}>"),
-            re.compile(rf"<{name}(?=[{SPACE}>/])[^<>]{{0,63}}/>"),
-            re.compile(rf"</[ \t]*{name}(?=[{SPACE}>/])[^<>]{{0,64}}>"))
-
-
-def _end_pattern(fmt: MarkerFormat) -> Any:
-    ends = fmt.closers + (fmt.openers if fmt.next_opener_ends else ())
-    return re.compile("|".join(re.escape(t) for t in sorted(ends, key=len, reverse=True))
-                      or r"(?!)")
-
-
-@dataclass(slots=True)
-class _Open:
-    """The block or candidate being read."""
-
-    kind: str  # think|tool_call|tool_element|function|tool_tag|marker|json|fence|pycall
-    start: int
-    body_start: int
-    scan: int  # where the search for the end resumes
-    tag: str | None = None
-    lead: int | None = None  # start of a call marker before a JSON candidate (think: of a call)
-    json_aware: bool = False
-    depth: int = 0
-    quote: str = ""  # json, pycall: the quote of the string the scan is in
-    reasoned: int = 0  # think: body text already sent as reasoning events
-    vscan: int = -1  # open-ended marker: where the scan of its values resumes
-    value_ended: bool = False  # open-ended marker: vscan is just past a complete value
-    element: str = ""  # bare call: the parameter element being read
-    cut: bool = False  # open-ended marker: the end of the text came inside its values
-    values_open: int = 0  # tool_call: GLM / Qwen value tags open before ``counted``
-    counted: int = -1
-    call_body: bool = False  # think: the call candidate at ``lead`` has a body
-    call_scan: int = 0  # think: where the search for the candidate's closer resumes
-    row: Any = None  # think: its row of the reasoning table
-    closer_at: int = -1  # think: where its first closer at or past ``scan`` is (-1: not known)
-    closer: str = ""
-    sscan: int = -1  # tool_call: where the scan inside the open string at ``scan`` resumes
 
 
 class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream, not an error
@@ -430,15 +70,6 @@ class BlockReady(Exception):  # noqa: N818 - a signal to the pool-backed stream,
     def __init__(self, block: Block, index: int) -> None:
         super().__init__(block.fmt)
         self.block, self.index = block, index
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A JSON call in prose, waiting for the end of the output to be confirmed."""
-
-    start: int
-    end: int
-    calls: list[Any]
 
 
 class Codec(Protocol):
@@ -458,7 +89,7 @@ class Codec(Protocol):
 
 
 @dataclass
-class Engine:
+class Engine(ReasoningReader, ProseReader):
     """Feeds text through the decoding rules; collects events and the result's parts."""
 
     codec: Codec
@@ -472,7 +103,7 @@ class Engine:
     known_shape: bool = False
     tries: int = 0
     depth: int = 0
-    current: _Open | None = None
+    current: OpenBlock | None = None
     held: list[Any] | None = None  # events waiting behind a pending JSON call
     id_prefix: str = ""
     calls_emitted: int = 0
@@ -538,9 +169,7 @@ class Engine:
             return not any(c in chunk for c in '"\'\\{}[]')
         if cur.kind == "fence":
             return "`" not in chunk
-        if cur.kind == "marker" or (cur.kind == "bare_tag" and not cur.element):
-            return False
-        return ">" not in chunk and not cur.json_aware  # every closer ends with ">"
+        return BLOCK_KINDS[cur.kind].quiet(cur, chunk)
 
     def result(self) -> Any:
         """The ``DecodeResult`` of a text output, after ``finish``."""
@@ -571,7 +200,7 @@ class Engine:
             return self._marker(m, final)
         if kind in ("reason_token", "reason_tag"):
             row = BY_OPENER[m.group() if kind == "reason_token" else f"<{m.group(kind)}>"]
-            return self._open_block(_Open("think", start, m.end(), m.end(), row.openers[0]),
+            return self._open_block(OpenBlock("think", start, m.end(), m.end(), row.openers[0]),
                                     final)
         if kind == "framing":
             self._free_text(self.pos, start, final, at_end=False)
@@ -581,24 +210,24 @@ class Engine:
         if kind == "bare":
             name = _BARE_NAME.match(m.group()).group(1)
             body = m.start() + m.group().rindex("<")
-            return self._open_block(_Open("bare_tag", start, body, body, name), final)
-        fixed = m.group("fixed") if kind == "fixed" else None
-        fmt = FORMAT_OF_TAG[fixed] if fixed else ("function" if kind == "function" else "tool_tag")
-        if fmt not in ("think", "function"):
-            follows = self._body_check(m.end(), final, head=_NAMED_BODY.get(fmt),
-                                       empty=fmt == "tool_tag" and m.group().endswith("/>"),
-                                       fence=fmt == "tool_call")
+            return self._open_block(OpenBlock("bare_tag", start, body, body, name), final)
+        fmt = FORMAT_OF_TAG[m.group("fixed")] if kind == "fixed" else OPENER_KINDS[kind]
+        rules = BLOCK_KINDS[fmt]
+        if rules.checks_body:
+            follows = self._body_check(m.end(), final, head=rules.word_head,
+                                       empty=rules.self_closing and m.group().endswith("/>"),
+                                       fence=rules.fenced_json)
             if follows is None:
                 self._free_text(self.pos, start, final, at_end=False)
                 return False
             if not follows:
                 self._free_text(self.pos, m.end(), final, at_end=False)  # named, not called
                 return True
-        body = start if fmt in ("function", "tool_tag") else m.end()
-        tag = m.group("tag") if fmt == "tool_tag" else None
-        return self._open_block(_Open(fmt, start, body, body, tag), final)
+        body = start if rules.body_at_opener else m.end()
+        tag = m.group(kind) if rules.self_closing else None
+        return self._open_block(OpenBlock(fmt, start, body, body, tag), final)
 
-    def _open_block(self, cur: _Open, final: bool) -> bool:
+    def _open_block(self, cur: OpenBlock, final: bool) -> bool:
         self._free_text(self.pos, cur.start, final, at_end=False)
         if cur.kind != "think":
             if self.envelopes >= self.codec.max_calls:
@@ -615,7 +244,8 @@ class Engine:
         fmt = self.codec._openers.markers[token]
         if fmt.needs_body:
             follows = self._body_check(m.end(), final, json_only=True,
-                                       head=_BODY_HEADS.get(fmt.needs_body))
+                                       head=None if isinstance(fmt.needs_body, str)
+                                       else fmt.needs_body)
             if follows is None:
                 self._free_text(self.pos, m.start(), final, at_end=False)
                 return False
@@ -623,7 +253,7 @@ class Engine:
                 self._free_text(self.pos, m.end(), final, at_end=False)
                 return True
         body = m.start() if fmt.keep_opener else m.end()
-        return self._open_block(_Open("marker", m.start(), body, m.end(), token), final)
+        return self._open_block(OpenBlock("marker", m.start(), body, m.end(), token), final)
 
     def _body_check(self, at: int, final: bool, *, head: Any = None, json_only: bool = False,
                     empty: bool = False, fence: bool = False) -> bool | None:
@@ -647,7 +277,7 @@ class Engine:
             fence_at = at + len(window) - len(stripped)
             m = _FENCED_JSON.match(self.text, fence_at, partial=not final)
             return None if m is not None and m.partial else m is not None
-        if head is None or not (stripped[0].isalpha() or stripped[0] == "_"):
+        if head is None or not (stripped[0].isalpha() or stripped[0] in "_<"):
             return False
         head_at = at + len(window) - len(stripped)
         ahead = self.text[head_at:head_at + HEAD_WINDOW]
@@ -666,7 +296,8 @@ class Engine:
             return self._json_extent(cur, final)
         if cur.kind == "fence":
             return self._fence(cur, final)
-        end = self._block_end(cur, final)
+        rules = BLOCK_KINDS[cur.kind]
+        end = rules.end(self.text, cur, final, self.codec)
         if end is None:
             return False
         block_end, body_end, closed = end
@@ -674,468 +305,28 @@ class Engine:
         self.current = None
         self.pos = block_end
         self.tries = self.depth = 0
-        if cur.kind == "marker" and closed and not self.text[cur.body_start:body_end].strip():
+        if rules.empty_is_framing and closed and not self.text[cur.body_start:body_end].strip():
             self.asm.add_tokens(cur.start, block_end)  # an empty section: framing, no call
             self.envelopes -= 1
             return True
-        if final and self.finish_reason == "length" and self._cut_off(cur, block):
-            self._cut_block(block)
+        if (final and self.finish_reason == "length"
+                and rules.cut(self.text, cur, block, self.codec)):
+            self._cut_block(block, rules)
         else:
             self._decode_block(block)
         return True
 
-    def _cut_block(self, block: Block) -> None:
+    def _cut_block(self, block: Block, rules: Any) -> None:
         """A block the output was cut off in: no call from it, but the calls of a section
-        that ended before the cut (DeepSeek's and Kimi-K2's per-call end tokens) are read
-        on their own; ``apply_block`` keeps them only if none needed completing."""
-        split = self._calls_end(block)
+        that ended before the cut (its format's per-call end tokens) are read on their own;
+        ``apply_block`` keeps them only if none needed completing."""
+        split = rules.calls_end(self.text, block, self.codec) if rules.calls_end else None
         if split is None:
             self.apply_block(block, self.envelopes - 1, [], [truncated(_CUT)])
             return
         self.cut_rest = Block(block.fmt, split, block.end, split, block.end, False, block.tag)
         self._decode_block(Block(block.fmt, block.start, split, block.body_start, split, False,
                                  block.tag))
-
-    def _calls_end(self, block: Block) -> int | None:
-        """Just past the last per-call end token of a cut marker section (None: none)."""
-        fmt = self.codec._openers.markers.get(block.tag) if block.fmt == "marker" else None
-        ends = _CALL_ENDS.get(fmt.id) if fmt is not None else None
-        if not ends:
-            return None
-        found = [(at, token) for token in ends
-                 if (at := self.text.rfind(token, block.body_start, block.end)) >= 0]
-        if not found:
-            return None
-        at, token = max(found)
-        return at + len(token)
-
-    def _cut_off(self, cur: _Open, block: Block) -> bool:
-        """Whether the end of the text came before the block's end: its closer never came (a
-        marker format with no end token: its values never ended; a bare call: only blanks
-        follow its last element, so the next could have been coming)."""
-        if cur.kind == "marker" and self.codec._openers.markers[cur.tag].open_ended:
-            return cur.cut
-        if cur.kind == "bare_tag" and block.end == block.body_end:
-            rest = self.text[block.end:]
-            return len(rest) <= BODY_WS and not rest.strip()
-        return not block.closed and block.end == len(self.text)
-
-    def _think(self, cur: _Open, final: bool) -> bool:
-        """Reasoning (or an answer channel) up to its row's closer, sent as it comes. In
-        reasoning the prompt opened, a call on a line of its own that no closer follows ends
-        it (``ReasoningFormat.calls_end_prefill``)."""
-        row = cur.row or BY_OPENER[cur.tag or "<think>"]
-        cur.row = row
-        text = self.text
-        while cur.lead is not None:  # a call candidate inside prompt-opened reasoning
-            real = self._call_in_reasoning(cur, row, final)
-            if real is None:
-                return False
-            if real:
-                return self._end_reasoning(cur, row, cur.lead, cur.lead, False)
-            cur.lead = None  # drafted while thinking: reasoning goes on past it
-        close, closer = cur.closer_at, cur.closer
-        if close < cur.scan:  # not searched from here yet (found once, it stays found)
-            close, closer = -1, ""
-            for token in row.closers:
-                at = text.find(token, cur.scan)
-                if at >= 0 and (close < 0 or at < close):
-                    close, closer = at, token
-            cur.closer_at, cur.closer = close, closer
-        hold = None
-        if (row.call_openers and cur.body_start == cur.start
-                and (text.find("<", cur.scan) >= 0 or text.find("\n", cur.scan) >= 0)):
-            openers = row.call_openers
-            found = _line_call(text, cur.scan, len(text) if close < 0 else close, openers,
-                               cur.body_start)
-            if found is not None:
-                self._reasoning(cur, row.kind, found[0])
-                cur.lead, cur.vscan = found
-                return True
-            if close < 0 and not final:
-                hold = _line_call_tail(text, cur.scan, openers, cur.body_start)
-        if close < 0 and not final:
-            cur.scan = max(cur.scan, cur.body_start, len(text) - row.longest + 1)
-            if hold is not None:
-                cur.scan = min(cur.scan, hold)  # perhaps a call's opener: wait
-            self._reasoning(cur, row.kind, cur.scan)
-            return False
-        if close < 0:
-            return self._end_reasoning(cur, row, len(text), len(text), False)
-        return self._end_reasoning(cur, row, close + len(closer), close, True)
-
-    def _end_reasoning(self, cur: _Open, row: Any, end: int, body_end: int,
-                       closed: bool) -> bool:
-        self._reasoning(cur, row.kind, body_end)
-        if row.kind == "reasoning":
-            self.asm.add_reasoning(Block("think", cur.start, end, cur.body_start, body_end,
-                                         closed))
-        else:  # an answer channel: its text is content, its tokens framing
-            self.asm.add_tokens(cur.start, cur.body_start)
-            if closed:
-                self.asm.add_tokens(body_end, end)
-        self.current = None
-        self.pos = end
-        self.tries = self.depth = 0
-        return True
-
-    def _call_in_reasoning(self, cur: _Open, row: Any, final: bool) -> bool | None:
-        """Whether the call opener at ``cur.lead`` makes a call (None: not known yet): a body
-        follows it, and its closer is not followed by the reasoning's closer (within
-        ``BODY_WS`` blanks: then the model drafted the call while thinking)."""
-        text, opener_end = self.text, cur.vscan
-        closer = next(c for o, c in row.calls_end_prefill
-                      if text.startswith(o, opener_end - len(o)))
-        if not cur.call_body:  # the body's start not checked yet
-            follows = self._body_check(opener_end, final)
-            if follows is None:
-                return None
-            if not follows:
-                cur.scan = opener_end
-                return False
-            cur.call_body, cur.call_scan = True, opener_end
-        at = text.find(closer, cur.call_scan)
-        if at < 0:
-            if final:
-                return True  # cut inside the call: a call all the same
-            cur.call_scan = max(opener_end, len(text) - len(closer) + 1)
-            return None
-        after = at + len(closer)
-        window = text[after:after + BODY_WS + 16]
-        stripped = window.lstrip()
-        if len(window) - len(stripped) <= BODY_WS and stripped.startswith(row.closers):
-            cur.call_body, cur.scan = False, after
-            return False
-        if not final and after + len(window) == len(text) and (
-                not stripped or any(c.startswith(stripped) for c in row.closers)):
-            return None
-        cur.call_body = False
-        return True
-
-    def _reasoning(self, cur: _Open, kind: str, upto: int) -> None:
-        start = max(cur.body_start, cur.reasoned)
-        if upto > start:
-            self._emit({"type": "reasoning" if kind == "reasoning" else "content",
-                        "text": _clean(self.text[start:upto])})
-            cur.reasoned = upto
-
-    def _block_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
-        text = self.text
-        if cur.kind == "tool_call":
-            return self._tool_call_end(cur, final)
-        if cur.kind == "marker":
-            return self._marker_end(cur, final)
-        if cur.kind == "tool_tag":
-            return self._tool_tag_end(cur, final)
-        if cur.kind == "bare_tag":
-            return self._bare_end(cur, final)
-        closer = f"</{cur.tag}>" if cur.kind == "tool_tag" else _CLOSERS[cur.kind]
-        close = text.find(closer, cur.scan)
-        if close >= 0:
-            end = close + len(closer)
-            body_end = end if cur.body_start == cur.start else close
-            if cur.kind == "function":  # Qwen3-Coder: a </tool_call> whose opener was lost
-                after = self._stray_wrapper_close(end, final)
-                if after is None:
-                    cur.scan = close
-                    return None
-                return after, body_end, True
-            return end, body_end, True
-        if final:
-            return len(text), len(text), False
-        cur.scan = max(cur.body_start, len(text) - len(closer) + 1)
-        return None
-
-    def _stray_wrapper_close(self, at: int, final: bool) -> int | None:
-        """Past a ``</tool_call>`` that follows a bare ``<function=…>`` call within
-        ``BODY_WS`` blanks (else ``at``; None: not known yet)."""
-        window = self.text[at:at + BODY_WS + len(_WRAPPER_CLOSE)]
-        stripped = window.lstrip()
-        blanks = len(window) - len(stripped)
-        if blanks <= BODY_WS and stripped.startswith(_WRAPPER_CLOSE):
-            return at + blanks + len(_WRAPPER_CLOSE)
-        cut = at + len(window) == len(self.text) and blanks <= BODY_WS
-        if not final and cut and _WRAPPER_CLOSE.startswith(stripped):
-            return None
-        return at
-
-    def _tool_tag_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
-        """A tool tag ends at its matching close tag: a parameter named like the tool
-        (``<s><s>10</s></s>``) nests; ``<NAME/>`` is a whole call."""
-        text = self.text
-        if cur.scan == cur.body_start:  # the opening tag itself
-            opening = (_tag_counters(cur.tag)[0] if final else _tag_pattern(cur.tag)).match(
-                text, cur.start)
-            if opening.group().endswith("/>"):
-                return opening.end(), opening.end(), True
-            cur.scan, cur.depth = opening.end(), 1
-        if final:
-            return self._tool_tag_end_final(cur)
-        pattern = _tag_pattern(cur.tag)
-        while True:
-            m = pattern.search(text, cur.scan, partial=not final)
-            if m is None or m.partial:
-                if final:
-                    return len(text), len(text), False
-                cur.scan = len(text) if m is None else m.start()
-                return None
-            cur.scan = m.end()
-            if m.group("close"):
-                cur.depth -= 1
-                if cur.depth == 0:
-                    return m.end(), m.end(), True
-            elif not m.group().endswith("/>"):
-                cur.depth += 1
-
-    def _tool_tag_end_final(self, cur: _Open) -> tuple[int, int, bool]:
-        """``_tool_tag_end`` on the whole text: the opening tags before each close tag are
-        counted in C (a run of ``<NAME>`` cost a Python step each: 0.4 µs per character)."""
-        text = self.text
-        opens, self_closing, closes = _tag_counters(cur.tag)
-        while True:
-            close = closes.search(text, cur.scan)
-            end = len(text) if close is None else close.start()
-            cur.depth += len(opens.findall(text, cur.scan, end)) - len(
-                self_closing.findall(text, cur.scan, end))
-            if close is None:
-                cur.scan = len(text)
-                return len(text), len(text), False
-            cur.scan = close.end()
-            cur.depth -= 1
-            if cur.depth == 0:
-                return close.end(), close.end(), True
-
-    def _bare_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
-        """A bare call is its parameters' elements, separated by blanks and maybe closed by
-        ``</NAME>`` (or ``/>``); it ends after the last element that no such element (and no closer)
-        follows. An element named like another tool, and not a parameter of this one, starts
-        that tool's call instead."""
-        text = self.text
-        while True:
-            if cur.element:
-                if not self._element_end(cur, final):
-                    return (len(text), len(text), False) if final else None
-                continue
-            at = _BLANKS.match(text, cur.scan).end()
-            if at == len(text) and not final and at - cur.scan <= BODY_WS:
-                return None
-            closer = f"</{cur.tag}>"
-            for end in (closer, "/>"):  # </NAME>, or the "/>" of a tag left open: <NAME …/>
-                if text.startswith(end, at):
-                    return at + len(end), cur.scan, True
-                if not final and at - cur.scan <= BODY_WS and end.startswith(text[at:at + 80]):
-                    return None
-            m = _ELEMENT_OPEN.match(text, at, partial=not final)
-            if m is not None and m.partial and at - cur.scan <= BODY_WS:
-                return None
-            if (m is None or m.partial or at - cur.scan > BODY_WS
-                    or not self._is_parameter(cur.tag, m.group(1))):
-                return cur.scan, cur.scan, True
-            cur.scan = m.end()
-            if not m.group(2):
-                cur.element, cur.depth = m.group(1), 1
-
-    def _element_end(self, cur: _Open, final: bool) -> bool:
-        """Read up to the close tag of the element ``cur.element`` (False: not there yet)."""
-        pattern = _tag_pattern(cur.element)
-        while True:
-            m = pattern.search(self.text, cur.scan, partial=not final)
-            if m is None or m.partial:
-                if not final:
-                    cur.scan = len(self.text) if m is None else m.start()
-                return False
-            cur.scan = m.end()
-            if m.group("close"):
-                cur.depth -= 1
-                if cur.depth == 0:
-                    cur.element = ""
-                    return True
-            elif not m.group().endswith("/>"):
-                cur.depth += 1
-
-    def _is_parameter(self, tool: str, tag: str) -> bool:
-        """Whether ``<tag>`` goes on a bare call of ``tool``: one of its parameters, or any
-        tag that is not another tool's name."""
-        return (self.codec.registry.get(tag) is None
-                or tag in self.codec._openers.parameters.get(tool, ()))
-
-    def _marker_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
-        fmt = self.codec._openers.markers[cur.tag]
-        if fmt.quotes and not fmt.open_ended:
-            return self._quoted_marker_end(cur, fmt, final)
-        m = self.codec._openers.ends[cur.tag].search(self.text, cur.scan)
-        if fmt.open_ended:  # no end token: the block ends where its last call's value does
-            if cur.vscan < 0:
-                cur.vscan = cur.scan
-            while True:
-                end = self._values_end(cur, len(self.text) if m is None else m.start(), final)
-                if end == -1:
-                    return None
-                if end is not None:
-                    return end, end, True
-                if m is None or not (fmt.quotes and cur.quote):
-                    break
-                # the token sits inside a value's string: text, not the next call
-                cur.scan = m.end()
-                m = self.codec._openers.ends[cur.tag].search(self.text, cur.scan)
-            cur.cut = final and m is None
-        if m is not None:
-            closer = m.group() in fmt.closers
-            return (m.end() if closer else m.start()), m.start(), True
-        if final:
-            return len(self.text), len(self.text), fmt.open_ended
-        longest = max(map(len, fmt.closers + fmt.openers))
-        cur.scan = max(cur.scan, len(self.text) - longest + 1)
-        return None
-
-    def _quoted_marker_end(self, cur: _Open, fmt: MarkerFormat,
-                           final: bool) -> tuple[int, int, bool] | None:
-        """The first end token outside the body's strings (``MarkerFormat.quotes``): a value
-        that holds the format's own markers stays the value's text. A string still open at
-        the end of the output was a stray quote: the first end token after it counts."""
-        text, ends = self.text, fmt.closers + (fmt.openers if fmt.next_opener_ends else ())
-        pattern = quoted.scanner(ends, fmt.quotes)
-        while True:
-            if cur.quote:
-                at = quoted.string_end(text, cur.quote, cur.scan)
-                if at < 0 and final:
-                    m = quoted.scanner(ends, ()).search(text, cur.vscan)
-                    cur.quote = ""
-                    if m is None:
-                        return len(text), len(text), False
-                    closer = m.group() in fmt.closers
-                    return (m.end() if closer else m.start()), m.start(), True
-                if at < 0:  # the string goes on past the text so far
-                    cur.scan = max(cur.scan, len(text) - len(cur.quote) + 1)
-                    return None
-                cur.quote, cur.scan = "", at
-            m = pattern.search(text, cur.scan)
-            if m is None:
-                if final:
-                    return len(text), len(text), False
-                longest = max(map(len, ends + fmt.quotes))
-                cur.scan = max(cur.scan, len(text) - longest + 1)
-                return None
-            if m.group() in fmt.quotes and m.group() not in ends:
-                cur.quote, cur.scan, cur.vscan = m.group(), m.end(), m.end()
-                continue
-            closer = m.group() in fmt.closers
-            return (m.end() if closer else m.start()), m.start(), True
-
-    def _values_end(self, cur: _Open, stop: int, final: bool) -> int | None:
-        """Scan brackets and strings up to ``stop``: where the values end and no other call
-        follows (-1: not known yet; None: not before ``stop``)."""
-        text, i = self.text, cur.vscan
-        if cur.value_ended:  # decided once more text (or the end) has come
-            cur.value_ended = False
-            after = self._after_values(i, final)
-            if after is not None:
-                cur.value_ended = after == -1
-                return after
-        while True:
-            m = (_STRING_STOP[cur.quote] if cur.quote else _PY_STRUCT).search(text, i, stop)
-            if m is None:
-                cur.vscan = stop
-                return None
-            ch, i = m.group(), m.end()
-            if cur.quote:
-                if ch != "\\":
-                    cur.quote = ""
-                elif i >= stop and not final and stop == len(text):
-                    cur.vscan = m.start()
-                    return -1
-                else:
-                    i += 1
-                continue
-            if ch in "\"'":
-                cur.quote = ch
-            elif ch == "[" and cur.depth == 0 and (token := _MISTRAL_TOKEN.match(
-                    text, m.start(), stop, partial=not final and stop == len(text))):
-                if token.partial:  # `[AR` at the end of the text so far: wait for the rest
-                    cur.vscan = m.start()
-                    return -1
-                i = token.end()  # [ARGS], [CALL_ID] are between values, not a value
-            elif ch in "{[":
-                cur.depth += 1
-            else:
-                cur.depth -= 1
-                if cur.depth <= 0:
-                    cur.depth = 0
-                    after = self._after_values(i, final)
-                    if after is not None:
-                        cur.vscan, cur.value_ended = i, after == -1
-                        return after
-
-    def _after_values(self, at: int, final: bool) -> int | None:
-        """At the end of a value: None when another call follows, -1 when that is not known
-        yet, else where the block ends (past an end-of-generation token)."""
-        window = self.text[at:at + 96]
-        for pattern in (_END_TOKEN, _MORE_CALLS):
-            m = pattern.match(window, partial=not final)
-            if m is not None and m.partial and at + len(window) == len(self.text):
-                return -1
-            if m is not None and not m.partial:
-                return at + m.end() if pattern is _END_TOKEN else None
-        return at
-
-    def _tool_call_end(self, cur: _Open, final: bool) -> tuple[int, int, bool] | None:
-        text = self.text
-        while not cur.json_aware:
-            m = _TOOL_CALL_EDGE.search(text, cur.scan)
-            if m is None:
-                if final:
-                    return len(text), len(text), False
-                # Back over a tag the chunk may have cut, never over one already judged.
-                cur.scan = max(cur.body_start, cur.counted, len(text) - _TOOL_CALL_EDGE_MAX + 1)
-                return None
-            counted = max(cur.body_start, cur.counted)  # value tags counted once each
-            cur.values_open += (sum(1 for _ in _VALUE_OPEN.finditer(text, counted, m.start()))
-                                - sum(1 for _ in _VALUE_CLOSE.finditer(text, counted,
-                                                                       m.start())))
-            cur.counted = m.start()
-            if cur.values_open > 0:  # the tag is inside a GLM or Qwen value: text
-                close = _VALUE_CLOSE.search(text, max(m.end(), cur.vscan))
-                if close is not None:
-                    cur.scan = cur.counted = close.end()
-                    cur.values_open -= 1
-                    continue
-                if not final:  # the value's end decides; until then the tag may be text
-                    cur.scan, cur.vscan = m.start(), max(m.end(), len(text) - 11)
-                    return None
-            body = text[cur.body_start:m.start()]
-            if not (body.lstrip()[:1] in ("{", "[")
-                    and (body.count('"') - body.count('\\"')) % 2):
-                closed = m.group().startswith("</")
-                return (m.end() if closed else m.start()), m.start(), closed
-            cur.json_aware, cur.scan = True, cur.body_start  # a closer inside a JSON string
-        while True:  # skip JSON strings: a closer inside one does not count
-            m = _STRING_OR_TAG.search(text, cur.scan)
-            if m is None:
-                if final:
-                    return len(text), len(text), False
-                cur.scan = len(text)
-                return None
-            at = m.start()
-            if text[at] == '"':
-                if not final:  # an open string is read on from where it stopped, not again
-                    end = _JSON_STRING_BODY.match(text, max(at + 1, cur.sscan)).end()
-                    if end == len(text) or text[end] != '"':
-                        cur.scan, cur.sscan = at, end
-                        return None
-                string = _JSON_STRING.match(text, at)
-                if string is None and not final:  # not closed yet: wait for more
-                    cur.scan = at
-                    return None
-                cur.scan = string.end() if string is not None else at + 1
-                continue
-            tag = _TOOL_CALL_EDGE.match(text, at, partial=not final)
-            if tag is not None and tag.partial:
-                cur.scan = at
-                return None
-            if tag is not None:
-                closed = tag.group().startswith("</")
-                return (tag.end() if closed else at), at, closed
-            cur.scan = at + 1
 
     def _decode_block(self, block: Block) -> None:
         if self.defer_blocks:  # the caller decodes it elsewhere, then calls apply_block
@@ -1162,10 +353,11 @@ class Engine:
     def _record(self, block: Block, index: int, calls: list[Any],
                 errors: list[CodecError]) -> None:
         self.asm.text = self.text
-        if block.fmt == "function" and block.end > block.body_end:  # the stray </tool_call>
+        past = BLOCK_KINDS[block.fmt].past_body_repair if block.fmt in BLOCK_KINDS else ""
+        if past and block.end > block.body_end:  # e.g. a stray </tool_call> after the call
             for call in calls:
-                if STRAY_CLOSE_DROPPED not in call.repairs:
-                    call.repairs.append(STRAY_CLOSE_DROPPED)
+                if past not in call.repairs:
+                    call.repairs.append(past)
         calls_before, errors_before = len(self.asm.calls), len(self.asm.errors)
         self.codec.apply_block(self.asm, index, block, calls, errors)
         for error in self.asm.errors[errors_before:]:
@@ -1175,187 +367,6 @@ class Engine:
                 self._emit(self._call_event(call))
         else:
             self._content(block.start, block.end)
-
-    # -- JSON in prose ------------------------------------------------------------------------
-
-    def _candidate(self, m: Any, final: bool) -> bool:
-        start = m.start()
-        lead = self._marker_before(self.pos, start)
-        self._free_text(self.pos, start if lead is None else lead, final, at_end=False)
-        if self.depth > 0 or self.tries >= MAX_CANDIDATES:  # inside bracketed prose
-            self._free_text(self.pos, start + 1, final, at_end=False)
-            return True
-        self.tries += 1
-        kind = m.lastgroup
-        body = m.end() if kind == "fence" else start
-        self.current = _Open(kind, start, body, body, lead=lead)
-        self.pos = start if lead is None else lead
-        return True
-
-    def _json_extent(self, cur: _Open, final: bool) -> bool:
-        """Find where a JSON value (or a pythonic call list) ends: brackets outside strings."""
-        text, i = self.text, cur.scan
-        struct = _PY_STRUCT if cur.kind == "pycall" else _JSON_STRUCT
-        while True:
-            m = (_STRING_STOP[cur.quote] if cur.quote else struct).search(text, i)
-            if m is None or (cur.quote and m.group() == "\\" and m.end() >= len(text)):
-                if final:
-                    return self._not_a_candidate(cur, final)
-                cur.scan = len(text) if m is None else m.start()
-                return False
-            ch, i = m.group(), m.end()
-            if cur.quote:
-                if ch == "\\":
-                    i += 1
-                else:
-                    cur.quote = ""
-                continue
-            if ch in "\"'":
-                cur.quote = ch
-            elif ch in "{[":
-                cur.depth += 1
-            else:
-                cur.depth -= 1
-                if cur.depth <= 0:
-                    return self._decide(cur, text[cur.start:i], i, final)
-
-    def _fence(self, cur: _Open, final: bool) -> bool:
-        close = self.text.find("```", cur.scan)
-        if close < 0:
-            if final:  # an unclosed fence is prose: read on after its opener line
-                self._free_text(cur.lead if cur.lead is not None else cur.start, cur.body_start,
-                                final, at_end=False)
-                self.current = None
-                self.pos = cur.body_start
-                return True
-            cur.scan = max(cur.body_start, len(self.text) - 2)
-            return False
-        return self._decide(cur, self.text[cur.body_start:close], close + 3, final)
-
-    def _decide(self, cur: _Open, source: str, end: int, final: bool) -> bool:
-        pairs = self._pairs_of(cur.kind, source)
-        if pairs is False:
-            return self._not_a_candidate(cur, final)
-        self.current = None
-        begin = cur.start if cur.lead is None else cur.lead
-        if pairs and all(self.codec.registry.get(name) is not None for name, _ in pairs):
-            self.known_shape = True
-            ok, calls = self.codec._check_pairs(pairs)
-            if ok:
-                fmt = "pythonic" if cur.kind == "pycall" else "json"
-                for call in calls:
-                    call.format = fmt
-                self.pos = end
-                self._hold(_Pending(begin, end, calls))
-                return True
-        if cur.kind in ("fence", "pycall"):
-            return self._not_a_candidate(cur, final)
-        self._content(begin, end)  # a parsed value is skipped whole: its brackets do not count
-        self.pos = end
-        return True
-
-    def _pairs_of(self, kind: str, source: str) -> list[tuple[str, Any]] | None | bool:
-        """The call pairs of a candidate (None: not call-shaped; False: does not parse)."""
-        if kind == "pycall":
-            from toolcodec.formats.pythonic import read
-
-            found = read(source, limits=self.codec.limits)
-            return False if found.errors or found.repairs else found.calls
-        try:
-            return call_pairs(orjson.loads(source))
-        except orjson.JSONDecodeError:
-            return False
-
-    def _not_a_candidate(self, cur: _Open, final: bool) -> bool:
-        """Read on from just past the candidate's opening (inner candidates may follow)."""
-        self.current = None
-        begin = cur.start if cur.lead is None else cur.lead
-        self.pos = begin
-        self._free_text(begin, cur.body_start if cur.kind == "fence" else cur.start + 1, final,
-                        at_end=False)
-        return True
-
-    def _marker_before(self, begin: int, start: int) -> int | None:
-        head = self.text[max(begin, start - 80):start]
-        stripped = head.rstrip()
-        if len(head) - len(stripped) > _MARKER_WS:
-            return None
-        for marker in CALL_MARKERS:
-            if stripped.endswith(marker):
-                return start - (len(head) - len(stripped)) - len(marker)
-        return None
-
-    def _hold(self, pending: _Pending) -> None:
-        if self.held is None:
-            self.held = []
-        self.held.append(pending)
-
-    def _resolve(self, final: bool) -> None:
-        """Settle pending JSON calls: calls at the end of an output with no envelope (and no
-        native calls); content as soon as an envelope appears."""
-        if self.held is None:
-            return
-        self.asm.text = self.text
-        accept = final and self.envelopes == 0 and not self.native
-        held, self.held = self.held, None
-        for item in held:
-            if not isinstance(item, _Pending):
-                self._emit(item)
-            elif accept:
-                self.asm.add_calls(item.start, item.end, item.calls)
-                for call in item.calls:
-                    self._emit(self._call_event(call))
-            else:
-                self._content(item.start, item.end)
-
-    # -- prose --------------------------------------------------------------------------------
-
-    def _free_text(self, begin: int, end: int, final: bool, *, at_end: bool) -> None:
-        """Release prose ``[begin, end)``; at the end of the available text, keep back what
-        could still be the start of a call marker, or end-of-generation tokens that close the
-        output (at the end, those are recorded apart from the content)."""
-        if at_end:
-            tokens = self._end_tokens(begin, end, final)
-            if tokens < end and final:
-                self._free_text(begin, tokens, final, at_end=False)
-                self.asm.add_end_tokens(tokens, end)
-                self.pos = end
-                return
-            end = tokens
-        if at_end and not final:
-            end = self._keep_marker_tail(begin, end)
-        if end <= begin:
-            self.pos = max(self.pos, begin)
-            return
-        self.depth = bracket_depth(self.text, begin, end, self.depth)
-        self._content(begin, end)
-        self.pos = end
-
-    def _end_tokens(self, begin: int, end: int, final: bool) -> int:
-        """Where a run of end-of-generation tokens (and blanks) that ends the text starts, if
-        it starts before ``end`` (else ``end``; before the final chunk, a run that could still
-        become one).
-        Looks at most ``_END_RUN_WINDOW`` characters back."""
-        start = max(begin, end - _END_RUN_WINDOW)
-        for m in _TOKEN_START.finditer(self.text, start, end):
-            run = _END_RUN.fullmatch(self.text, m.start(), partial=not final)
-            if run is not None:
-                return m.start()
-        return end
-
-    def _keep_marker_tail(self, begin: int, end: int) -> int:
-        tail = self.text[max(begin, end - 80):end]
-        stripped = tail.rstrip()
-        if len(tail) - len(stripped) <= _MARKER_WS:
-            for marker in CALL_MARKERS:
-                if stripped.endswith(marker):
-                    return end - (len(tail) - len(stripped)) - len(marker)
-        if end == len(self.text):
-            for marker in CALL_MARKERS:
-                for k in range(len(marker) - 1, 0, -1):
-                    if tail.endswith(marker[:k]):
-                        return end - k
-        return end
 
     def _content(self, begin: int, end: int) -> None:
         if end > begin:

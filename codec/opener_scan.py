@@ -18,7 +18,7 @@ the pattern with the set's names compiled in would: a name of ``[A-Za-z0-9_.-]``
 a run of those characters does, since none of them may follow a name in those openers, so a
 run that is no tool's name is no opener, and no other opener starts where it does. Other
 names (or longer than ``NAME_MAX``) cannot be read that way: such a tool set compiles its
-names into its own patterns (``toolcodec.engine.compile_openers``).
+names into its own patterns (``toolcodec.openers.compile_openers``).
 
 With more text to come (a stream), `find` answers the first place where an opener matches
 whole or is cut by the end of the text: what completes a cut one may come, and then it is
@@ -187,6 +187,18 @@ class Patterns:
             if m is not None:  # cut: a whole one here would have been found first
                 return m
             hint = first.search(text, hint.start() + 1, partial=True)
+        return None
+
+    def cut_before(self, text: str, pos: int, stop: int, blocks_only: bool = False) -> Any:
+        """An opener cut by the end of the text that starts at or past *pos* and before
+        *stop*, tried at each place where one of *firsts* is (``cut`` answers in ``regex``'s
+        order, a whole head first: a cut opener whose text holds another's whole head, as
+        `]<]minimax[>[<tool` holds `<tool`, starts before that head)."""
+        pattern = self.get(blocks_only)[0]
+        for m in self._firsts.finditer(text, max(pos, len(text) - self.window), stop):
+            cut = pattern.match(text, m.start(), partial=True)
+            if cut is not None and cut.partial:
+                return cut
         return None
 
 
@@ -440,6 +452,9 @@ def find(patterns: Patterns, names: ToolNames | None, shared: Patterns | None, t
     m = names.find_whole(patterns, text, pos, blocks_only, line, shared if partial else None)
     if not partial:
         return m
+    if m is not None and m.partial and m.start() > pos:
+        # a cut opener whose own text holds that one's whole head starts before it
+        m = shared.cut_before(text, pos, m.start(), blocks_only) or m
     # What find_whole found cut has a whole head: no cut one whose head is cut comes before
     # it, nor before a whole one (it would hold that one's head).
     cut = shared.cut(text, pos, len(text) + 1, blocks_only) if m is None else None

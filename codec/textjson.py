@@ -1,8 +1,10 @@
 """Call shapes of JSON values: what a JSON tool call looks like, whatever carried it.
 
 Call shapes: ``{"name", "arguments"|"parameters"}`` (keys in any order), ``{"function": {…}}``
-(the OpenAI ``{"type": "function", "function": …}`` form), ``{"tool_calls": [...]}``, or a
-non-empty list of these. Finding such values in prose is the engine's job
+(the OpenAI ``{"type": "function", "function": …}`` form), ``{"tool_calls": [...]}``,
+llama.cpp's generic ``{"tool_call": {…}}``, or a non-empty list of these. ``{"name": NAME}``
+alone has ``None`` for its arguments: a call only of a tool that declares no parameters (the
+codec decides), else a description. Finding such values in prose is the engine's job
 (``toolcodec.engine``): there a value is a call only when it is strict JSON, has a call shape,
 names registered tools and every call in it validates.
 """
@@ -19,6 +21,8 @@ def call_pairs(value: Any) -> list[tuple[str, Any]] | None:
         return None
     pairs: list[tuple[str, Any]] = []
     for item in items:
+        if isinstance(item, dict) and isinstance(item.get("tool_call"), dict) and len(item) == 1:
+            item = item["tool_call"]  # llama.cpp's generic format
         if isinstance(item, dict) and isinstance(item.get("tool_calls"), list) and len(item) == 1:
             inner = call_pairs(item["tool_calls"])
             if inner is None:
@@ -45,4 +49,4 @@ def _one_call(item: Any) -> tuple[str, Any] | None:
         if key in item:
             args = item[key]
             return (name, args) if isinstance(args, dict | str) else None
-    return None
+    return (name, None) if len(item) == 1 else None  # {"name": NAME}: no arguments written

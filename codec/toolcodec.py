@@ -47,6 +47,7 @@ from typing import Any
 import orjson
 from toolcodec import envelopes, native
 from toolcodec.assembly import Assembly
+from toolcodec.engine import Engine
 from toolcodec.envelopes import Block
 from toolcodec.errors import (
     BAD_REQUEST,
@@ -57,7 +58,38 @@ from toolcodec.errors import (
     CodecError,
     truncated,
 )
+from toolcodec.formats import (
+    FormatRead,
+    XmlBody,
+    apertus,
+    atem,
+    deepseek,
+    functionary,
+    gcml,
+    gemma,
+    glm,
+    harmony,
+    hunyuan,
+    ifm,
+    invoke,
+    kimi,
+    kimi_k3,
+    minicpm,
+    minimax_m3,
+    mistral,
+    pythonic,
+    solar_open,
+    step3,
+    yamlbody,
+)
+from toolcodec.formats import registry as families
+from toolcodec.formats.open_block import OpenBlock
+from toolcodec.formats.reasoning import prefill_opener
+from toolcodec.formats.table import MARKER_FORMATS, format_ids, strip_end_tokens
+from toolcodec.jsonrepair import repair_json
 from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.normalize import BIDI_CONTROLS, strip_bidi
+from toolcodec.openers import compile_openers
 from toolcodec.result import (
     Call,
     DecodeResult,
@@ -66,7 +98,12 @@ from toolcodec.result import (
     encodable_result,
     unique_ids,
 )
+from toolcodec.stream import StreamDecoder
+from toolcodec.tools import ToolRegistry
 from toolcodec.unread_markup import said
+from toolcodec.validation import validate_call
+from toolcodec.xml_heuristics import default_pipeline
+from toolcodec.xmlcall import decode_xml_call, split_functions
 
 UNCLOSED = "json.unclosed"  # repair_json closed what the end of the text left open
 RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
@@ -75,6 +112,8 @@ RAW_LIMIT = 200  # characters of undecodable markup quoted in an error's ``raw``
 MAX_CALLS = 128
 _TOOL_CALL_CLOSE = "</tool_call>"
 _SEPARATORS = re.compile(r"[\s,;]*")
+_BLANKS = re.compile(r"\s*")
+MERGED_SPLIT = "json.merged_calls_split"
 _LINE_COL = re.compile(r"\(line \d+, column \d+\)")
 _JSON_START = re.compile(r"\s*(?:\{|\[\s*\{|\[\s*\])")
 # Inside <tool_call>: a tool's name on its own line, then a tag that is not GLM's <arg_key>.
@@ -88,8 +127,11 @@ NORMALIZE_CLOSE_TAG = "xml.normalize_close_tag"
 # `<get_weather⏎city: Oslo⏎/>`: an opening tag left open around YAML lines, closed by "/>".
 _LEFT_OPEN_TAG = re.compile(r"<[^\s<>/]+[ \t]*\r?\n([^<>]*?)/>[ \t\r\n]*\Z")
 _HARMONY_CHANNEL = re.compile(r"<\|channel\|>[a-z]*")
+# `<function=NAME>` then a JSON object: Functionary v3.1 / Llama 3.1, not Qwen's parameters.
+_FUNCTION_JSON = re.compile(r"<function=([\w.\-]{1,128})>[ \t\r\n]*(?=\{)")
 # The public format id of a block decoded by the built-in readers.
-_FORMAT_ID = {"json": "hermes", "function": "qwen_xml", "tool_tag": "tool_tag",
+_FORMAT_ID = {"json": "hermes", "function": "qwen_xml", "function_json": "functionary",
+              "tool_tag": "tool_tag",
               "bare_tag": "tool_tag", "function_lt": "qwen_xml",
               "tool_element": "tool_element", "glm": "glm", "yaml_tag": "yaml_tag"}
 # JSON repairs that are fine in general but not for a call we are asked to trust.
@@ -116,7 +158,7 @@ class ToolCallCodec:
         (``"mistral"``, ``"gemma4"``, ``"kimi_k3"``, … in ``toolcodec.formats.reasoning``) or
         its opener (``"[THINK]"``) names another. Without it a stray closer is ordinary text,
         so that prose is never held back waiting to learn whether it was reasoning.
-    :param formats: the format ids to read (``toolcodec.formats.table.ALL_FORMATS``; default all
+    :param formats: the format ids to read (``toolcodec.formats.table.format_ids()``; default all
         of them, detected by their markers). Text in another format stays content. An unknown
         id raises ``ValueError``.
     """
@@ -126,8 +168,7 @@ class ToolCallCodec:
                  limits: Limits | dict[str, int] = DEFAULT_LIMITS,
                  starts_in_reasoning: bool | str = False,
                  formats: Iterable[str] | None = None) -> None:
-        from toolcodec.tools import ToolRegistry
-
+        families.load_entry_points()  # installed families, once per process
         self.registry = ToolRegistry.from_tools(tools)
         # Options may arrive as JSON (a job payload): accept {"max_chars": ...} for limits.
         self.limits = Limits(**limits) if isinstance(limits, dict) else limits
@@ -135,14 +176,10 @@ class ToolCallCodec:
         self._heuristics = tuple(heuristics)
         self._pipeline_arg = pipeline
         self._pipeline: Any = None
-        from toolcodec.formats.reasoning import prefill_opener
-
         self.starts_in_reasoning = starts_in_reasoning
         self._prefill = prefill_opener(starts_in_reasoning)
         self.max_calls = MAX_CALLS
         self.formats = _formats(formats)
-        from toolcodec.engine import compile_openers
-
         self._openers = compile_openers(self.registry.names(), self.formats,
                                         _parameter_names(self.registry))
 
@@ -155,8 +192,6 @@ class ToolCallCodec:
     def pipeline(self) -> Any:
         """The XML heuristic pipeline (built on first use so ``import toolcodec`` stays cheap)."""
         if self._pipeline is None:
-            from toolcodec.xml_heuristics import default_pipeline
-
             base = self._pipeline_arg or default_pipeline()
             self._pipeline = base.with_added(self._heuristics) if self._heuristics else base
         return self._pipeline
@@ -198,8 +233,6 @@ class ToolCallCodec:
     def stream(self, *, id_prefix: str | None = None) -> Any:
         """A ``codec.StreamDecoder`` for one streamed output, with this codec's tools and
         options (see ``toolcodec.stream``)."""
-        from toolcodec.stream import StreamDecoder
-
         return StreamDecoder(self, id_prefix=id_prefix)
 
     def validate(self, name: str, arguments: Any) -> ValidationResult:
@@ -208,8 +241,6 @@ class ToolCallCodec:
 
     def _validate(self, name: str, arguments: Any, *,
                   text_values: bool = False) -> ValidationResult:
-        from toolcodec.validation import validate_call
-
         return validate_call(self.registry, name, arguments, nfkc_strings=self.nfkc_strings,
                              limits=self.limits, text_values=text_values)
 
@@ -223,11 +254,9 @@ class ToolCallCodec:
 
     def engine(self, *, native: bool = False, id_prefix: str = "") -> Any:
         """A fresh decoding engine (``toolcodec.engine``) for one output."""
-        from toolcodec.engine import Engine, _Open
-
         eng = Engine(self, Assembly(""), native=native, id_prefix=id_prefix)
         if self._prefill:  # the chat template opened the reasoning in the prompt
-            eng.current = _Open("think", 0, 0, 0, self._prefill)
+            eng.current = OpenBlock("think", 0, 0, 0, self._prefill)
         return eng
 
     def _decode_block(self, asm: Assembly, index: int, block: Block) -> None:
@@ -295,6 +324,8 @@ class ToolCallCodec:
                 calls, errors = self._xml_call(f"{payload[:at]}<{payload[at:]}", "function",
                                                None, base + [MISSING_LT])
                 errors = _relocate(errors, -1, None)
+            elif fmt == "function_json":
+                calls, errors = self._function_json_call(payload, base)
             elif fmt in ("glm", "yaml_tag"):
                 calls, errors = self._read_calls(_read_format(fmt, payload, block, tag,
                                                               self.limits), base, payload)
@@ -316,12 +347,35 @@ class ToolCallCodec:
                                        base + [BARE_TOOL_NAME])
         return calls, _relocate(errors, start - len(opener), None)
 
+    def _function_json_call(self, payload: str,
+                            base: list[str]) -> tuple[list[Call], list[CodecError]]:
+        """``<function=NAME>{…}</function>`` (Functionary v3.1, Llama 3.1): the arguments
+        are JSON, read like an envelope's."""
+        m = _FUNCTION_JSON.match(payload)
+        name, start = m.group(1), m.end()
+        end = payload.rfind("</function>")
+        args_text = payload[start:end if end >= start else len(payload)]
+        if self.registry.get(name) is None:
+            return [], [CodecError(UNKNOWN_TOOL, f"unknown tool {name!r}", {"tool": name})]
+        value, repairs, errors = self._parse_json(args_text)
+        if errors:
+            return [], _relocate(errors, start, None)
+        if not isinstance(value, dict):
+            return [], [CodecError(INVALID_JSON, "the call's arguments are not a JSON object",
+                                   {"position": start})]
+        result = self.validate(name, value)
+        if not result.ok:
+            return [], list(result.errors)
+        return [Call(name, result.arguments, unique_ids(base + repairs + result.repairs))], []
+
     def _marker_calls(self, marker: Any, payload: str, block: Block,
                       base: list[str]) -> tuple[list[Call], list[CodecError]]:
-        from toolcodec.formats.table import strip_end_tokens
-
         payload = strip_end_tokens(payload)  # only ever shortens the end: offsets hold
         body = marker.body
+        if callable(body):  # a registered family's reader
+            return self._read_calls(_run_reader(marker, payload, block.closed), base, payload)
+        if body == "tool_calls":  # Hunyuan A13B's JSON list, or HY3's <tool_call> elements
+            body = "json" if _JSON_START.match(payload) else "hunyuan"
         if body in ("json_or_pythonic", "mistral") and _JSON_START.match(payload):
             body = "json"  # a JSON call or list of calls
         elif body == "json_or_pythonic":
@@ -330,17 +384,25 @@ class ToolCallCodec:
             return self._json_values(payload, base)
         if body == "qwen_xml":
             return self._xml_call(payload, "function", None, base)
-        return self._read_calls(_read_format(body, payload, block, None, self.limits), base,
-                                payload)
+        found = _read_format(body, payload, block, None, self.limits)
+        if marker.name_suffix:  # Llama 3.1's built-in tools: brave_search.call(query=…)
+            found.calls = [(self._without_suffix(name, marker.name_suffix), args)
+                           for name, args in found.calls]
+        return self._read_calls(found, base, payload)
+
+    def _without_suffix(self, name: str, suffix: str) -> str:
+        """*name* without *suffix*, when only that names a known tool."""
+        if (isinstance(name, str) and name.endswith(suffix) and self.registry.get(name) is None
+                and self.registry.get(name[:-len(suffix)]) is not None):
+            return name[:-len(suffix)]
+        return name
 
     def _json_values(self, payload: str, base: list[str]) -> tuple[list[Call], list[CodecError]]:
         """One JSON call, a list of them, or several values in a row (``{…};{…}``, as Llama
         writes parallel calls), each read like an envelope's JSON."""
-        from toolcodec.formats.mistral import json_end
-
         values, pos = [], _SEPARATORS.match(payload).end()
         while pos < len(payload) and payload[pos] in "{[" and len(values) <= MAX_CALLS:
-            end = json_end(payload, pos)
+            end = mistral.json_end(payload, pos)
             values.append((pos, payload[pos:end]))
             pos = _SEPARATORS.match(payload, end).end()
         if len(values) < 2 or pos < len(payload):
@@ -365,6 +427,11 @@ class ToolCallCodec:
         calls: list[Call] = []
         errors: list[CodecError] = []
         for name, args in found.calls:
+            if isinstance(args, XmlBody):  # elements the XML decoder reads by the schema
+                got, bad = self._xml_call(args.text, "tool_tag", name, base + found.repairs)
+                calls += got
+                errors += [_unplaced(e) for e in bad]
+                continue
             repairs: list[str] = []
             text_values = found.text_values and not isinstance(args, str)
             if self.registry.get(name) is None:
@@ -388,6 +455,8 @@ class ToolCallCodec:
     def _payload_format(self, block: Block, payload: str) -> tuple[str, str | None]:
         if block.fmt == "tool_tag" and self._yaml_body(payload):
             return "yaml_tag", block.tag
+        if block.fmt == "function" and _FUNCTION_JSON.match(payload):
+            return "function_json", None  # Functionary v3.1 / Llama 3.1: JSON arguments
         if block.fmt != "tool_call":
             return block.fmt, block.tag
         head = payload.lstrip()
@@ -397,9 +466,7 @@ class ToolCallCodec:
         if bare and self.registry.get(bare.group(1)) is not None:
             return "bare_tag", bare.group(1)  # <tool_call>NAME, then its parameters' tags
         if head[:1].isalpha() or head[:1] == "_":  # GLM: the tool's name, then its arguments
-            from toolcodec.formats.glm import looks_like_body
-
-            return ("glm" if looks_like_body(head) else "json"), None
+            return ("glm" if glm.looks_like_body(head) else "json"), None
         if not head.startswith("<"):
             return "json", None
         inner = envelopes.scan(head, self._inner_openers)
@@ -415,9 +482,7 @@ class ToolCallCodec:
         body = _tag_body(payload)
         if body.lstrip()[:1] in ("<", ""):
             return False
-        from toolcodec.formats.yamlbody import looks_like_mapping
-
-        return looks_like_mapping(body)
+        return yamlbody.looks_like_mapping(body)
 
     def _json_calls(self, payload: str, base: list[str]) -> tuple[list[Call], list[CodecError]]:
         value, repairs, errors = self._parse_json(payload)
@@ -432,6 +497,11 @@ class ToolCallCodec:
         calls: list[Call] = []
         errors = []
         for name, args in pairs:
+            merged = self._merged_calls(name, args, base + repairs) \
+                if isinstance(args, str) else []
+            if merged:
+                calls += merged
+                continue
             result = self.validate(name, args)
             if result.ok:
                 calls.append(Call(name, result.arguments,
@@ -445,8 +515,6 @@ class ToolCallCodec:
             return orjson.loads(payload), [], []  # the well-formed case, at C speed
         except orjson.JSONDecodeError:
             pass
-        from toolcodec.jsonrepair import repair_json
-
         res = repair_json(payload, limits=self.limits)
         if not res.ok:
             return None, [], list(res.errors) or [
@@ -458,8 +526,6 @@ class ToolCallCodec:
 
     def _xml_call(self, payload: str, fmt: str, tag: str | None,
                   base: list[str]) -> tuple[list[Call], list[CodecError]]:
-        from toolcodec.xmlcall import decode_xml_call, split_functions
-
         parts = split_functions(payload) if fmt == "function" else [payload]
         if len(parts) > MAX_CALLS:
             return [], [_too_many(len(parts), "calls in one envelope")]
@@ -485,8 +551,13 @@ class ToolCallCodec:
             return False, []
         calls = []
         for name, args in pairs:
-            if self.registry.get(name) is None:
+            spec = self.registry.get(name)
+            if spec is None:
                 return False, []
+            if args is None:  # {"name": NAME}: a call only of a tool without parameters
+                if _declares_parameters(spec):
+                    return False, []
+                args = {}
             payload_changed = False
             if isinstance(args, str):
                 args, payload_changed = _strip_bidi(args)
@@ -523,9 +594,9 @@ class ToolCallCodec:
             last = len(msg.calls) - 1
             for i, nc in enumerate(msg.calls):
                 # the output was cut off: the last call's arguments may be cut short
-                call, errors = self._native_call(nc, cut=eng.finish_reason == "length"
-                                                 and i == last)
-                if call is not None:
+                calls, errors = self._native_call(nc, cut=eng.finish_reason == "length"
+                                                  and i == last)
+                for call in calls:
                     asm.calls.append(call)
                     asm.repairs.extend(call.repairs)
                     eng.native_events.append(eng._call_event(call))
@@ -542,11 +613,14 @@ class ToolCallCodec:
         return result
 
     def _native_call(self, nc: native.NativeCall, *,
-                     cut: bool = False) -> tuple[Call | None, list[CodecError]]:
+                     cut: bool = False) -> tuple[list[Call], list[CodecError]]:
         args, base, errors = nc.arguments, [], []
         if isinstance(args, str):  # the usual case: OpenAI sends arguments as JSON text
             args, changed = _strip_bidi(args)
             base = ["text.bidi_removed"] if changed else []
+            merged = self._merged_calls(nc.name, args, base, "native")
+            if merged:
+                return merged, []
             args, repairs, errors = self._parse_json(args)
             base += repairs
             if cut and UNCLOSED in repairs:  # arguments the end of the output cut short
@@ -556,9 +630,27 @@ class ToolCallCodec:
             raw = nc.arguments if isinstance(nc.arguments, str) else _dump(nc.arguments)
             details = {"call_index": nc.index, "tool": nc.name, "raw": _truncate(raw)}
             found = errors if result is None else result.errors
-            return None, [_with_details(e, details) for e in found]
-        return Call(nc.name, result.arguments, unique_ids(base + result.repairs),
-                    format="native"), []
+            return [], [_with_details(e, details) for e in found]
+        return [Call(nc.name, result.arguments, unique_ids(base + result.repairs),
+                     format="native")], []
+
+    def _merged_calls(self, name: str, args: str, base: list[str],
+                      fmt: str = "") -> list[Call]:
+        """Arguments that are two or more JSON objects in a row (``{"path": "a"}{"path":
+        "b"}``: a client merged the argument texts of parallel calls of one tool): one call
+        per object, when every object is valid JSON and validates (``json.merged_calls_split``);
+        else none."""
+        values = _merged_objects(args)
+        if values is None:
+            return []
+        calls = []
+        for value in values:
+            result = self.validate(name, value)
+            if not result.ok:
+                return []
+            calls.append(Call(name, result.arguments,
+                              unique_ids(base + [MERGED_SPLIT] + result.repairs), format=fmt))
+        return calls
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -572,11 +664,31 @@ def _envelope_pairs(value: Any) -> list[tuple[str, Any]] | None:
         if isinstance(item, dict) and "name" not in item and isinstance(item.get("function"),
                                                                          dict):
             item = item["function"]
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        # Cohere writes {"tool_call_id", "tool_name", "parameters"}
+        name = item.get("name", item.get("tool_name")) if isinstance(item, dict) else None
+        if not isinstance(name, str):
             return None
-        args = item.get("arguments", item.get("parameters", {}))
-        pairs.append((item["name"], {} if args is None else args))
+        # Inkling writes its arguments as "args"
+        args = item.get("arguments", item.get("parameters", item.get("args", {})))
+        pairs.append((name, {} if args is None else args))
     return pairs or None
+
+
+def _merged_objects(text: str) -> list[dict[str, Any]] | None:
+    """Two or more JSON objects in a row, blanks between, each valid JSON (else None)."""
+    values: list[dict[str, Any]] = []
+    pos = _BLANKS.match(text).end()
+    while pos < len(text) and text[pos] == "{" and len(values) <= MAX_CALLS:
+        end = mistral.json_end(text, pos)
+        try:
+            value = orjson.loads(text[pos:end])
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        values.append(value)
+        pos = _BLANKS.match(text, end).end()
+    return values if len(values) >= 2 and pos == len(text) else None
 
 
 def _left_out(fmt_id: str) -> CodecError:
@@ -588,8 +700,6 @@ def _kimi_if_kimi(marker: Any, payload: str) -> Any:
     """``<|tool_call_begin|>`` is Kimi-K2's token and also DeepSeek's re-spelled by a server;
     a body with Kimi's argument token is Kimi's."""
     if marker.id == "deepseek" and "<|tool_call_argument_begin|>" in payload:
-        from toolcodec.formats.table import MARKER_FORMATS
-
         return next(f for f in MARKER_FORMATS if f.id == "kimi_k2" and f.keep_opener)
     return marker
 
@@ -604,6 +714,12 @@ def _without_think_close(payload: str) -> tuple[str, list[str]]:
     return payload, []
 
 
+def _declares_parameters(spec: Any) -> bool:
+    """Whether a tool's schema declares any parameter (or requires any)."""
+    schema = spec.schema if isinstance(spec.schema, dict) else {}
+    return bool(schema.get("properties") or schema.get("required"))
+
+
 def _parameter_names(registry: Any) -> dict[str, list[str]]:
     """Each tool's declared parameter names (for the bare-call opener)."""
     out = {}
@@ -615,14 +731,13 @@ def _parameter_names(registry: Any) -> dict[str, list[str]]:
 
 
 def _formats(formats: Iterable[str] | None) -> frozenset[str] | None:
-    from toolcodec.formats.table import ALL_FORMATS
-
     if formats is None:
         return None
     chosen = frozenset([formats] if isinstance(formats, str) else formats)
-    unknown = sorted(chosen - set(ALL_FORMATS))
+    known = format_ids()
+    unknown = sorted(chosen - set(known))
     if unknown:
-        raise ValueError(f"unknown format(s) {unknown}; expected some of {list(ALL_FORMATS)}")
+        raise ValueError(f"unknown format(s) {unknown}; expected some of {list(known)}")
     return chosen
 
 
@@ -647,12 +762,8 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
     """Run the ``toolcodec.formats`` reader named ``reader`` on a block's body."""
     closed = block.closed
     if reader == "pythonic":
-        from toolcodec.formats import pythonic
-
         return pythonic.read(payload, limits=limits)
     if reader == "yaml_tag":
-        from toolcodec.formats import yamlbody
-
         start, end = _tag_body_span(payload)
         found = yamlbody.read(payload[start:end], name=tag or "", closed=closed)
         found.errors = _relocate(found.errors, start, None)  # past the tag
@@ -660,26 +771,40 @@ def _read_format(reader: str, payload: str, block: Block, tag: str | None,
             found.repairs.append(BARE_TOOL_NAME)
         return found
     if reader == "harmony":
-        from toolcodec.formats import harmony
+        # a channel token in the header says nothing here; blanks keep the offsets. Only the
+        # header: `<|channel|>x` inside the arguments is the arguments' text
+        head = payload.find("<|message|>")
+        head = len(payload) if head < 0 else head
+        blank = _HARMONY_CHANNEL.sub(lambda m: " " * len(m.group()), payload[:head])
+        return harmony.read(blank + payload[head:], closed=closed)
+    return _READERS[reader](payload, closed=closed)
 
-        # a channel token in the header says nothing here; blanks keep the offsets
-        blank = _HARMONY_CHANNEL.sub(lambda m: " " * len(m.group()), payload)
-        return harmony.read(blank, closed=closed)
-    if reader == "dsml":
-        from toolcodec.formats import deepseek
 
-        return deepseek.read_dsml(payload, closed=closed)
-    module = {"glm": "glm", "kimi": "kimi", "deepseek": "deepseek", "mistral": "mistral",
-              "invoke": "invoke", "apertus": "apertus", "gemma": "gemma", "step3": "step3",
-              "minicpm": "minicpm", "kimi_k3": "kimi_k3"}[reader]
-    from importlib import import_module
+# The body readers of ``toolcodec.formats`` by the name a ``MarkerFormat.body`` gives.
+_READERS: dict[str, Any] = {
+    "glm": glm.read, "kimi": kimi.read, "deepseek": deepseek.read, "dsml": deepseek.read_dsml,
+    "mistral": mistral.read, "invoke": invoke.read, "apertus": apertus.read, "gemma": gemma.read,
+    "step3": step3.read, "minicpm": minicpm.read, "kimi_k3": kimi_k3.read,
+    "hunyuan": hunyuan.read, "minimax_m3": minimax_m3.read, "functionary": functionary.read,
+    "solar_open": solar_open.read, "ifm": ifm.read,
+    "gcml": gcml.read, "atem": atem.read}
 
-    return import_module(f"toolcodec.formats.{module}").read(payload, closed=closed)
+
+def _run_reader(marker: Any, payload: str, closed: bool) -> Any:
+    """A registered family's reader on a block's body; its failure is the block's error."""
+    try:
+        found = marker.body(payload, closed=closed)
+    except Exception as exc:  # noqa: BLE001 - a reader's bug is reported, never raised
+        found = FormatRead(errors=[CodecError(
+            INTERNAL_ERROR, f"the {marker.id!r} reader failed: {type(exc).__name__}: {exc}")])
+    if not isinstance(found, FormatRead):
+        found = FormatRead(errors=[CodecError(
+            INTERNAL_ERROR, f"the {marker.id!r} reader returned {type(found).__name__}, "
+            "not a FormatRead")])
+    return found
 
 
 def _strip_bidi(text: str) -> tuple[str, bool]:
-    from toolcodec.normalize import strip_bidi
-
     return strip_bidi(text)
 
 
@@ -723,8 +848,6 @@ def _relocate(errors: list[CodecError], offset: int, original: str | None) -> li
 def _before_stripping(original: str, position: int) -> int:
     """The offset in ``original`` of the character at ``position`` once bidi controls were
     removed from it."""
-    from toolcodec.normalize import BIDI_CONTROLS
-
     kept = 0
     for i, ch in enumerate(original):
         if ch not in BIDI_CONTROLS:
@@ -763,6 +886,14 @@ def _dump(value: Any) -> str:
 _CACHE_SIZE = 16
 _cache: OrderedDict[Any, ToolCallCodec] = OrderedDict()
 _cache_lock = threading.Lock()
+
+
+def _clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+families.on_change(_clear_cache)  # codecs built before a family was registered do not read it
 
 
 def codec_for(tools: list[dict[str, Any]] | None, **options: Any) -> ToolCallCodec:

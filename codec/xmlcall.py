@@ -43,7 +43,15 @@ _FUNCTION_NAME_RE = re.compile(
     "<" + _CALL_TAG
     + r"(?:[ \t]*=[ \t]*[\"']?([^\"'<>\s/]+)|\s+name\s*=\s*[\"']([^\"'<>]*)[\"'])"
 )
-_CALL_OPEN_OR_CDATA = re.compile("<" + _CALL_TAG + r"=|<!\[CDATA\[.*?(?:\]\]>|\Z)", re.S)
+_PARAM_CLOSE = re.compile(r"</parameter[ \t\r\n]*>")
+_PARAM_OR_CALL_END = re.compile(r"<parameter[ \t\r\n=>]|</(?:function|call|invoke|tool)>")
+# What split_functions reads, in one pass: CDATA (skipped whole), a call's opener and its
+# close tag, and parameter tags.
+_SPLIT_TOKENS = re.compile(r"(?P<cdata><!\[CDATA\[.*?(?:\]\]>|\Z))"
+                           r"|(?P<call><" + _CALL_TAG + r"=)"
+                           r"|(?P<call_end></(?:function|call|invoke|tool)>)"
+                           r"|(?P<open><parameter[ \t\r\n=>])|(?P<close></parameter[ \t\r\n]*>)",
+                           re.S)
 _TOOL_NAME_RE = re.compile(r"<tool_name>\s*([^<]*?)\s*</tool_name>")
 _FIRST_TAG_RE = re.compile(r"<([^\W\d][\w.:-]*)")
 _SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
@@ -539,8 +547,34 @@ _PARAMETER_NAME = re.compile(r"[A-Za-z_][\w.-]{0,127}")
 
 def split_functions(payload: str) -> list[str]:
     """One ``<tool_call>`` may hold several ``<function=…>`` calls (or ``<call=…>``,
-    ``<invoke=…>``, ``<tool=…>``): one part per call. One inside a CDATA section is text."""
-    starts = [m.start() for m in _CALL_OPEN_OR_CDATA.finditer(payload) if m.group(1)]
+    ``<invoke=…>``, ``<tool=…>``): one part per call. One inside a CDATA section is text, and
+    so is one inside a parameter value that is open there (opened since the call started or
+    last closed) when that value's own ``</parameter>`` comes before the next parameter or
+    call close tag (else the value was never closed and the opener starts the next call).
+    One pass; the look-ahead's answers are kept while they hold, so that many openers inside
+    one value cost one scan."""
+    starts: list[int] = []
+    balance = 0  # value tags opened minus closed since the current call started or closed
+    own = other = None  # the look-ahead's last answers (the next </parameter>, the next other)
+    for m in _SPLIT_TOKENS.finditer(payload):
+        kind = m.lastgroup
+        if kind == "open":
+            balance += 1
+        elif kind == "close":
+            balance -= 1
+        elif kind == "call_end":
+            balance = 0
+        elif kind == "call":
+            at = m.start()
+            if starts and balance > 0:
+                if own is None or own.start() < at:
+                    own = _PARAM_CLOSE.search(payload, at)
+                if other is None or other.start() <= at:
+                    other = _PARAM_OR_CALL_END.search(payload, at + 1)
+                if own is not None and (other is None or own.start() <= other.start()):
+                    continue  # text inside the value
+            starts.append(at)
+            balance = 0
     if len(starts) < 2:
         return [payload]
     starts[0] = 0

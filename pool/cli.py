@@ -111,13 +111,14 @@ def _run_job(op: str, payload: dict[str, Any], args: argparse.Namespace) -> int:
 
 
 def _format_list(value: str) -> list[str]:
-    from toolcodec.formats.table import ALL_FORMATS
+    from toolcodec.formats.registry import format_ids
 
+    known = format_ids()  # installed families' ids included
     chosen = [v.strip() for v in value.split(",") if v.strip()]
-    unknown = [v for v in chosen if v not in ALL_FORMATS]
+    unknown = [v for v in chosen if v not in known]
     if unknown or not chosen:
         raise argparse.ArgumentTypeError(f"unknown format(s) {unknown or [value]}; expected "
-                                         f"some of {', '.join(ALL_FORMATS)}")
+                                         f"some of {', '.join(known)}")
     return chosen
 
 

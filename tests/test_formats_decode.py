@@ -90,6 +90,30 @@ EXAMPLES = [
                  '{"q": "cats & dogs"}}<|action_end|>', [SEARCH]),
     ("tool_calls", '<tool_calls>[{"name": "search", "arguments": {"q": "cats & dogs"}}]'
                    "</tool_calls>", [SEARCH]),
+    ("tool_calls", "<tool_calls>\n<tool_call>search<tool_sep>\n<arg_key>q</arg_key>\n"
+                   "<arg_value>cats & dogs</arg_value>\n</tool_call>\n</tool_calls>", [SEARCH]),
+    ("nemotron", '<TOOLCALL>[{"name": "search", "arguments": {"q": "cats & dogs"}}]</TOOLCALL>',
+     [SEARCH]),
+    ("cohere", '<|START_ACTION|>\n[\n    {"tool_call_id": "0", "tool_name": "search", '
+               '"parameters": {"q": "cats & dogs"}}\n]\n<|END_ACTION|>', [SEARCH]),
+    ("functionary", '<function=get_weather>{"city": "Oslo", "days": 2}</function>', [WEATHER]),
+    ("functionary_v32", '>>>all\nChecking.>>>get_weather\n{"city": "Oslo", "days": 2}', [WEATHER]),
+    ("solar_open", "<|tool_call:start|>search\n<|tool_arg:start|>q<|tool_arg:value|>cats & dogs"
+                   "<|tool_arg:end|>\n<|tool_call:end|>", [SEARCH]),
+    ("k2_horizon", "<ifm|tool_calls><ifm|tool_call>search<ifm|arg_key>q</ifm|arg_key>"
+                   "<ifm|arg_value>cats & dogs</ifm|arg_value></ifm|tool_call></ifm|tool_calls>",
+     [SEARCH]),
+    ("gigachat35", '<｜GCML｜tool_calls><｜GCML｜invoke name="search"><｜GCML｜parameter name="q" '
+                   'string="true">cats & dogs</｜GCML｜parameter></｜GCML｜invoke>'
+                   "</｜GCML｜tool_calls>", [SEARCH]),
+    ("inkling", '<|message_model|><|content_invoke_tool_json|>{"name": "search", "args": '
+                '{"q": "cats & dogs"}}<|end_message|>', [SEARCH]),
+    ("muse_glimmer", '<atem:function_calls>\n<atem:invoke name="search">\n<atem:parameter name="q">'
+                     "cats & dogs</atem:parameter>\n</atem:invoke>\n</atem:function_calls>",
+     [SEARCH]),
+    ("minimax_m3", ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="search">]<]minimax[>[<q>'
+                   'cats & dogs]<]minimax[>[</q>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>',
+     [SEARCH]),
     ("longcat", '<longcat_tool_call>{"name": "search", "arguments": {"q": "cats & dogs"}}'
                 "</longcat_tool_call>", [SEARCH]),
     ("gigachat", 'function call<|role_sep|>\n{"name": "search", "arguments": '

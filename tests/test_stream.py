@@ -15,8 +15,8 @@ import pytest
 import toolcodec as codec
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec.engine import compile_openers
 from toolcodec.formats.table import MARKER_FORMATS
+from toolcodec.openers import compile_openers
 from toolcodec.toolcodec import ToolCallCodec
 
 from tests.peers import peer_file

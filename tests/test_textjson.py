@@ -39,13 +39,17 @@ def scan(text, *names):
     ({"tool_calls": [{"function": {"name": "f", "arguments": {}}},
                      {"name": "g", "arguments": {}}]}, [("f", {}), ("g", {})]),
     ([{"name": "f", "arguments": {}}, {"name": "g", "arguments": {}}], [("f", {}), ("g", {})]),
+    # llama.cpp's generic format
+    ({"tool_call": {"name": "f", "arguments": {"a": 1}}}, [("f", {"a": 1})]),
+    # no arguments written: a call only of a tool without parameters (the codec decides)
+    ({"name": "f"}, [("f", None)]),
 ])
 def test_call_shapes(value, pairs):
     assert call_pairs(value) == pairs
 
 
 @pytest.mark.parametrize("value", [
-    {"name": "f"},  # no arguments: a description, not a call
+    {"name": "f", "description": "x"},  # no arguments: a description, not a call
     {"name": 3, "arguments": {}},
     {"name": "f", "arguments": [1]},
     [],

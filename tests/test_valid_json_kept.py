@@ -77,8 +77,7 @@ def test_valid_arguments_keep_their_values(args, ensure_ascii):
     repaired = repair_json(text)
     assert repaired.ok and repaired.repairs == [] and same_value(repaired.value, args)
     _kept(OPEN.decode(_native(args)), args)
-    if "tool_call>" not in text:  # a tag inside a value: see the xfail test below
-        _kept(OPEN.decode(_hermes(args, ensure_ascii=ensure_ascii)), args)
+    _kept(OPEN.decode(_hermes(args, ensure_ascii=ensure_ascii)), args)
 
 
 @pytest.mark.parametrize("args", [
@@ -93,9 +92,6 @@ def test_emphasis_in_valid_strings_is_kept(args):
     _kept(codec.decode(_native(args)), args)
 
 
-@pytest.mark.xfail(strict=True, reason="the Hermes end rule counts quotes by subtracting "
-                   "`\\\\\"`, so a string ending in an escaped backslash makes a later "
-                   "`<tool_call>` inside a string read as the next block's opener")
 def test_a_tag_inside_a_string_after_an_escaped_backslash_stays_text():
     args = {"x": ["\\", "<tool_call>"]}
     _kept(OPEN.decode(_hermes(args)), args)

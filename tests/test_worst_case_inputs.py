@@ -179,9 +179,9 @@ import random  # noqa: E402
 from typing import Any  # noqa: E402
 
 from toolcodec.bracket_depth import bracket_depth  # noqa: E402
-from toolcodec.engine import compile_openers  # noqa: E402
 from toolcodec.formats.table import MARKER_FORMATS  # noqa: E402
 from toolcodec.opener_scan import find_opener  # noqa: E402
+from toolcodec.openers import compile_openers  # noqa: E402
 from toolcodec.regex_trie import trie_pattern  # noqa: E402
 
 _TOKENS = sorted({t for f in MARKER_FORMATS for t in f.openers + f.closers})
@@ -360,7 +360,9 @@ def test_past_the_candidate_limit_prose_json_is_text_and_blocks_still_open() -> 
 
 
 def test_a_tool_tag_ends_where_walking_its_tags_one_at_a_time_ends_it() -> None:
-    from toolcodec.engine import _Open, _tag_pattern
+    from toolcodec.formats.open_block import OpenBlock
+    from toolcodec.formats.tool_tag import tag_pattern as _tag_pattern
+    from toolcodec.formats.tool_tag import tool_tag_end
 
     def walked(text: str) -> tuple[int, int, bool]:
         depth, scan = 1, _tag_pattern("f").match(text, 0).end()
@@ -376,9 +378,7 @@ def test_a_tool_tag_ends_where_walking_its_tags_one_at_a_time_ends_it() -> None:
     rng = random.Random(9)
     pieces = ["<f>", "</f>", "<f/>", "<f x='1'/>", "</ f >", "< f>", "<f\n>", "<fx>", "</fx>",
               "<f a=>b>", "x", " ", "<", ">", "/", "<f", "</f", "\n"]
-    engine = CODEC.engine()
     for _ in range(4000):
         text = "<f>" + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
-        engine.text = text
-        cur = _Open("tool_tag", 0, 0, 0, "f")
-        assert engine._tool_tag_end(cur, True) == walked(text), text
+        cur = OpenBlock("tool_tag", 0, 0, 0, "f")
+        assert tool_tag_end(text, cur, True) == walked(text), text

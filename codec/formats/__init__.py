@@ -7,8 +7,10 @@ checks the names against the tool set and validates and coerces the arguments, a
 other format. Readers are pure and linear in the body's length, and never raise.
 
 ``arguments`` in a pair is either a ``dict`` (already read: values may be strings that the
-schema coerces, as for XML parameters) or a ``str`` of JSON text that the codec parses with
-``repair_json``.
+schema coerces, as for XML parameters), a ``str`` of JSON text that the codec parses with
+``repair_json``, or an ``XmlBody``: the call written as a tool-name element
+(``<NAME><p>v</p></NAME>``) that the codec's XML decoder reads against the tool's schema
+(nested objects and arrays included).
 """
 
 from __future__ import annotations
@@ -17,6 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolcodec.errors import CodecError
+
+
+@dataclass(frozen=True, slots=True)
+class XmlBody:
+    """A call's arguments as ``<NAME>…</NAME>`` XML, for the codec's XML decoder."""
+
+    text: str
 
 
 @dataclass(slots=True)

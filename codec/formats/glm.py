@@ -31,6 +31,7 @@ BODY_HEAD = re.compile(_HEAD.replace("END", r"\Z"))
 TEXT_HEAD = re.compile(_HEAD.replace("END", "</tool_call>"))
 _VALUE_OPEN = "<arg_value>"
 _VALUE_CLOSE = "</arg_value>"
+VALUE_CLOSE_ADDED = "xml.balance_tags"  # the last value's </arg_value>, before </tool_call>
 
 
 def looks_like_body(body: str) -> bool:
@@ -64,11 +65,20 @@ def read(body: str, *, closed: bool = True) -> FormatRead:
         if not body.startswith(_VALUE_OPEN, pos):
             return _fail(f"the key {key.group(1)!r} has no <arg_value>", pos, body)
         close = body.find(_VALUE_CLOSE, pos)
-        if close < 0:
-            return _fail(f"the value of {key.group(1)!r} is never closed by </arg_value> (the "
-                         "output may have been cut off)", pos, body)
         if key.group(1) in arguments:
             return _fail(f"the key {key.group(1)!r} is given twice", key.start(), body)
+        if close < 0:
+            # The block's own closer ended the last value (the model skipped </arg_value>),
+            # as a Qwen parameter may end at </function>: its text is the value, the layout
+            # before the closer aside. Not when the output was cut, nor before another key.
+            rest = body[pos + len(_VALUE_OPEN):]
+            if not closed or "<arg_key>" in rest or _VALUE_OPEN in rest:
+                return _fail(f"the value of {key.group(1)!r} is never closed by </arg_value> "
+                             "(the output may have been cut off)", pos, body)
+            arguments[key.group(1)] = rest.rstrip("\r\n")
+            return FormatRead(calls=[(name, arguments)], text_values=True,
+                              repairs=[ESCAPED_LAYOUT, VALUE_CLOSE_ADDED] if escaped
+                              else [VALUE_CLOSE_ADDED])
         arguments[key.group(1)] = body[pos + len(_VALUE_OPEN):close]
         pos = close + len(_VALUE_CLOSE)
 

@@ -43,6 +43,10 @@ class ReasoningFormat:
     calls_end_prefill: tuple[tuple[str, str], ...] = ()
     # the call format this row belongs to: read only when that format is (all rows without)
     format: str = ""
+    # its opener is never read in the output: only a prompt opens it (starts_in_reasoning)
+    prefill_only: bool = False
+    # its markers are ordinary words: read only when ``formats=`` names its format
+    explicit: bool = False
     # derived once: the longest closer, the openers of calls_end_prefill
     longest: int = field(init=False, default=0)
     call_openers: tuple[str, ...] = field(init=False, default=())
@@ -80,17 +84,70 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
     # a model that skips thinking opens its tools section at once: that ends the prefill
     ReasoningFormat("kimi_k3", (_k3_open("think"),), (_k3_close("think"),), format="kimi_k3",
                     calls_end_prefill=((_k3_open("tools"), _k3_close("tools")),)),
+    # Cohere Command R7B / Command A: thinking, then the answer (Command A: RESPONSE; R7B: TEXT)
+    # Apriel 1.5/1.6 Thinker: the prompt ends with this header; [BEGIN FINAL RESPONSE] ends
+    # the reasoning. The header is ordinary words: read only when the caller says the prompt
+    # wrote it (starts_in_reasoning="apriel", the apriel preset)
+    ReasoningFormat("apriel", ("Here are my reasoning steps:\n",), ("[BEGIN FINAL RESPONSE]",),
+                    prefill_only=True),
+    ReasoningFormat("solar_open", ("<|think:start|>",), ("<|think:end|>",), format="solar_open"),
+    # IBM Granite 3.2 (the template's system prompt asks for these phrases); ordinary words,
+    # so read only when formats= names granite (the granite preset)
+    ReasoningFormat("granite", ("Here is my thought process:",), ("Here is my response:",),
+                    format="granite", explicit=True),
+    # Inkling's typed content blocks: thinking, and visible text
+    ReasoningFormat("inkling", ("<|content_thinking|>",),
+                    ("<|end_message|>", "<|content_model_end_sampling|>"), format="inkling"),
+    ReasoningFormat("inkling_text", ("<|content_text|>",),
+                    ("<|end_message|>", "<|content_model_end_sampling|>"), kind="content",
+                    format="inkling"),
+    ReasoningFormat("cohere", ("<|START_THINKING|>",), ("<|END_THINKING|>",), format="cohere"),
+    ReasoningFormat("cohere_response", ("<|START_RESPONSE|>", "<|START_TEXT|>"),
+                    ("<|END_RESPONSE|>", "<|END_TEXT|>"), kind="content", format="cohere"),
 )
 
 # Structure that is neither content nor a call, and the call format it belongs to.
 FRAMING: dict[str, str] = {
     **{h + "commentary<|message|>": "harmony" for h in _HARMONY_HEADS},
+    # Inkling's message header and end of sampling
+    "<|message_model|>": "inkling", "<|content_model_end_sampling|>": "inkling",
+    # Apriel's answer markers, written without the prompt's reasoning header too
+    "[BEGIN FINAL RESPONSE]": "tool_calls", "[END FINAL RESPONSE]": "tool_calls",
+    # Functionary v3.2's text channel header (>>>all then a line break)
+    ">>>all\n": "functionary_v32", ">>>all\r\n": "functionary_v32",
+    # a think closer whose opener the prompt wrote (without starts_in_reasoning) is a control
+    # token too: never content
     **{t: "kimi_k3" for t in (_k3_open("response"), _k3_close("response"),
-                              _k3_close("message"), "<|end_of_msg|>")},
+                              _k3_close("message"), "<|end_of_msg|>", _k3_close("think"))},
 }
 
+# Every row by id and by opener, registered families' rows included (``add_rows``).
 BY_ID = {f.id: f for f in REASONING_FORMATS}
 BY_OPENER = {opener: f for f in REASONING_FORMATS for opener in f.openers}
+
+
+def add_rows(rows: tuple[ReasoningFormat, ...], framing: dict[str, str]) -> None:
+    """Read ``rows`` and ``framing`` tokens from now on (for
+    ``toolcodec.formats.registry.register``)."""
+    for row in rows:
+        BY_ID[row.id] = row
+        BY_OPENER.update(dict.fromkeys(row.openers, row))
+    FRAMING.update(framing)
+
+
+def remove_rows(rows: tuple[ReasoningFormat, ...], framing: tuple[str, ...]) -> None:
+    """Stop reading ``rows`` and ``framing`` tokens (``toolcodec.formats.registry``)."""
+    for row in rows:
+        BY_ID.pop(row.id, None)
+        for opener in row.openers:
+            BY_OPENER.pop(opener, None)
+    for token in framing:
+        FRAMING.pop(token, None)
+
+
+def tag_rows() -> dict[str, ReasoningFormat]:
+    """The rows whose opener is a tag (``<NAME>``), by the tag's name."""
+    return {f.openers[0][1:-1]: f for f in BY_ID.values() if f.tag and not f.prefill_only}
 
 
 def prefill_opener(option: bool | str) -> str | None:
@@ -107,6 +164,6 @@ def prefill_opener(option: bool | str) -> str | None:
         row = BY_ID.get(option)
         if row is not None and row.kind == "reasoning":
             return row.openers[0]
-    known = sorted(f.id for f in REASONING_FORMATS if f.kind == "reasoning")
+    known = sorted(f.id for f in BY_ID.values() if f.kind == "reasoning")
     raise ValueError(f"starts_in_reasoning must be a bool, a reasoning format id ({known}) or "
                      f"one of their openers, not {option!r}")

@@ -32,39 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolcodec.formats.presets import PRESETS  # family presets and vLLM parser names
 from toolcodec.formats.reasoning import prefill_opener
-from toolcodec.formats.table import ALL_FORMATS
+from toolcodec.formats.registry import format_ids
 
 OVERRIDE_FIELD = "toolcodec"  # the request body field; never sent upstream
 OPTION_KINDS: dict[str, Any] = {"preset": str, "formats": list,
                                 "starts_in_reasoning": (bool, str),  # or a reasoning family
                                 "nfkc_strings": bool, "limits": dict}
-
-# Family presets: the formats each family's chat template renders calls in, and whether the
-# template opens the reasoning in the prompt (the output then starts inside <think>).
-PRESETS: dict[str, dict[str, Any]] = {
-    # Qwen3 hybrid and Instruct-2507 write <think> themselves; Qwen3-Coder writes <function=…>
-    "qwen3": {"formats": ["hermes", "qwen_xml"]},
-    # Qwen3 Thinking-2507: the template ends the prompt with "<think>\n"
-    "qwen3-thinking": {"formats": ["hermes", "qwen_xml"], "starts_in_reasoning": True},
-    # DeepSeek-R1 (0528 template): the prompt ends with "<think>\n"
-    "deepseek-r1": {"formats": ["deepseek"], "starts_in_reasoning": True},
-    # DeepSeek V3/V3.1/V3.2 without thinking (the prompt closes </think> itself)
-    "deepseek-v3": {"formats": ["deepseek", "deepseek_dsml"]},
-    # DeepSeek V3.1/V3.2 in thinking mode: the prompt ends with "<think>"
-    "deepseek-v3-thinking": {"formats": ["deepseek", "deepseek_dsml"],
-                             "starts_in_reasoning": True},
-    "glm45": {"formats": ["glm"]},  # GLM-4.5, 4.6, 4.7: <tool_call>NAME<arg_key>…
-    "kimi-k2": {"formats": ["kimi_k2"]},
-    # Kimi K3: the generation prompt opens its think section
-    "kimi-k3": {"formats": ["kimi_k3"], "starts_in_reasoning": "kimi_k3"},
-    "gpt-oss": {"formats": ["harmony"]},
-    "mistral": {"formats": ["mistral"]},
-    "gemma": {"formats": ["gemma4", "functiongemma"]},
-    # Llama 3.1/3.3 JSON (bare or after <|python_tag|>), 3.2 Python lists, Llama 4 <|python_start|>
-    "llama": {"formats": ["llama", "json", "pythonic"]},
-    "minimax": {"formats": ["minimax"]},
-}
 
 
 UPSTREAM_KEYS = ("upstream", "upstream_key_env")  # a model entry's model server, not options
@@ -130,10 +105,11 @@ def check_options(options: Any, where: str) -> dict[str, Any]:
             raise SettingsError(f"{where}.preset: unknown preset {value!r}; expected one of "
                                 f"{sorted(PRESETS)}")
         if key == "formats":
-            unknown = [f for f in value if f not in ALL_FORMATS]
+            known = format_ids()  # installed families' ids included
+            unknown = [f for f in value if f not in known]
             if unknown or not value:
                 raise SettingsError(f"{where}.formats: unknown or no format ids {unknown}; "
-                                    f"expected some of {list(ALL_FORMATS)}")
+                                    f"expected some of {list(known)}")
         if key == "limits":
             bad = [k for k, v in value.items() if k not in ("max_chars", "max_depth")
                    or isinstance(v, bool) or not isinstance(v, int) or v < 1]

@@ -6,8 +6,8 @@ For each shape, decode (batch) and a stream in 16-character chunks are timed at 
 repetitions; the cost per character at 4n against n must stay near 1 (target <= 1.5; a scan
 that restarts per repetition shows 4x). Shapes: lines that start like a call in reasoning the
 prompt opened, calls drafted there, Kimi-K2 JSON strings holding its end token, GLM values
-holding <tool_call>, Qwen values holding </parameter>, a Mistral string holding [TOOL_CALLS],
-a Gemma string holding its own tokens.
+holding <tool_call>, Qwen values holding </parameter> or <function=x>, MiniMax-M3's prefixed
+tags, a Mistral string holding [TOOL_CALLS], a Gemma string holding its own tokens.
 """
 
 from __future__ import annotations
@@ -35,6 +35,13 @@ SHAPES = {
     "glm: <tool_call> in values": (False, lambda n: (
         "<tool_call>write_file\n" + "<arg_key>k</arg_key><arg_value><tool_call></arg_value>" * n
         + "</tool_call>")),
+    "qwen: <function=x> in a value": (False, lambda n: (
+        "<tool_call>\n<function=write_file>\n<parameter=content>\n" + "use <function=x> " * n
+        + "\n</parameter>\n</function>\n</tool_call>")),
+    "minimax-m3: prefixed tags": (False, lambda n: (
+        "]<]minimax[>[<tool_call>\n" + ('<invoke name="write_file">]<]minimax[>[<path>a'
+                                         "]<]minimax[>[</path>]<]minimax[>[</invoke>\n") * n
+        + "]<]minimax[>[</tool_call>")),
     "qwen: </parameter> in a value": (False, lambda n: (
         "<tool_call>\n<function=write_file>\n<parameter=content>\n" + "a</parameter>b" * n
         + "\n</parameter>\n</function>\n</tool_call>")),
