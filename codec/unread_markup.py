@@ -1,7 +1,7 @@
 """Call markup the decoder did not read, found in what it left as content.
 
-A model may write a call in a family the decoder does not read (Cohere's
-``<|START_ACTION|>``, Hunyuan's ``<tool_sep>``), or in one a preset left out, or in a tag the
+A model may write a call in a family the decoder does not read, or in one a preset left out
+(Cohere's ``<|START_ACTION|>`` under a Qwen preset, Hunyuan's ``<tool_sep>``), or in a tag the
 decoder could not take as a call. Left alone, that call would reach the client as prose, as
 if the model had answered in words. :func:`unread_markup` finds such markup in a result's
 ``content`` so that the result can say so (an ``unrecognised_markup`` error naming *what*
@@ -27,9 +27,6 @@ from toolcodec.errors import PAYLOAD_TOO_LARGE, UNRECOGNISED_MARKUP, CodecError
 
 # Every value ``what`` takes.
 KINDS = ("cohere", "hunyuan", "special_token", "bracket_token", "tool_call_tag")
-# Families whose markup no format reads: flagged even inside a block the decoder tried
-# (and failed) to read, since that failure does not name the family.
-_FOREIGN = frozenset({"cohere", "hunyuan"})
 RAW_CHARS = 200  # of the markup, in the error's ``raw``
 
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", re.S)
@@ -87,16 +84,16 @@ def unread_markup(content: str) -> list[Finding]:
 def unread_errors(content: str, errors: list[Any]) -> list[CodecError]:
     """``unrecognised_markup`` errors for the markup in *content* that the result's *errors*
     (``CodecError`` or dicts) do not already account for: a block the decoder read and
-    reported (``raw``) is not reported twice, unless its family is one no format reads."""
+    reported (``raw``) is not reported twice."""
     findings = unread_markup(content)
     if not findings:
         return []
     raws = [r for r in (_raw(e) for e in errors) if r]
     if any(_code(e) == PAYLOAD_TOO_LARGE for e in errors):  # blocks past the limit, said
-        findings = [f for f in findings if f.what in _FOREIGN]
+        return []
     out = []
     for finding in findings:
-        if finding.what not in _FOREIGN and any(_covers(raw, content, finding) for raw in raws):
+        if any(_covers(raw, content, finding) for raw in raws):
             continue
         out.append(CodecError(UNRECOGNISED_MARKUP, f"the output holds call markup the decoder "
                               f"did not read ({finding.what}) at offset {finding.position} of "
@@ -139,11 +136,11 @@ def _covers(raw: str, content: str, finding: Finding) -> bool:
 def said(result: Any, finish_reason: str | None = None) -> Any:
     """*result* (a ``DecodeResult``) with an ``unrecognised_markup`` error for each kind of
     unread call markup its content holds; ``ok`` turns false when one is added. An output
-    cut by ``max_tokens`` (*finish_reason* ``"length"``) may end in a piece of any opener:
-    there only the families no format reads are said."""
-    added = unread_errors(result.content, result.errors)
+    cut by ``max_tokens`` (*finish_reason* ``"length"``) may end in a piece of any opener, and
+    its cut block is said as ``truncated``: nothing more is said of it."""
     if finish_reason == "length":
-        added = [e for e in added if e.details.get("markup") in _FOREIGN]
+        return result
+    added = unread_errors(result.content, result.errors)
     if added:
         result.errors = [*result.errors, *added]
         result.ok = False

@@ -11,7 +11,9 @@ TOOLS = [{"name": "get_weather", "parameters": {"type": "object", "properties": 
     "city": {"type": "string"}}, "required": ["city"]}}]
 CODEC = ToolCallCodec(TOOLS)
 
-# Outputs of families or shapes the decoder does not read, and what each is flagged as.
+# Outputs of families or shapes the decoder does not read (Cohere and Hunyuan: under options
+# that leave their formats out, here Mistral's only), and what each is flagged as.
+LEFT_OUT = ToolCallCodec(TOOLS, formats=["mistral"])
 UNREAD = {
     # Cohere Command A (its chat template's action block)
     "cohere": '<|START_THINKING|>Need Oslo.<|END_THINKING|><|START_ACTION|>[\n  {"tool_call_id":'
@@ -39,15 +41,16 @@ PROSE = [
 @pytest.mark.parametrize("what", sorted(UNREAD))
 def test_unread_families_are_said_by_decode_and_the_stream(what: str) -> None:
     text = UNREAD[what]
-    result = CODEC.decode(text).to_dict()
+    codec = LEFT_OUT if what in ("cohere", "hunyuan") else CODEC
+    result = codec.decode(text).to_dict()
     flagged = [e for e in result["errors"] if e["code"] == "unrecognised_markup"]
     assert [e["markup"] for e in flagged] == [what] and result["ok"] is False
     assert text.startswith(flagged[0]["raw"][:20]) or flagged[0]["raw"] in text
-    s = CODEC.stream(id_prefix="x_")
+    s = codec.stream(id_prefix="x_")
     for i in range(0, len(text), 3):
         s.feed(text[i:i + 3])
     s.close()
-    assert s.result().to_dict() == CODEC.decode(text).to_dict()
+    assert s.result().to_dict() == codec.decode(text).to_dict()
 
 
 @pytest.mark.parametrize("text", PROSE)
