@@ -180,10 +180,12 @@ def test_bursts_of_runaway_jobs_leave_a_pool_that_answers(faults: None) -> None:
     more: each is killed at its deadline, a spare takes its slot, and the pool answers
     every healthy job afterwards."""
     with Pool(workers=2, timeout_ms=50, registry=CollectorRegistry()) as pool:
+        def runaway(outs: list[dict]) -> None:
+            outs.append(pool.submit("_spin", {"seconds": SLOW}))
+
         for _ in range(25):
             outs: list[dict] = []
-            threads = [threading.Thread(target=lambda: outs.append(
-                pool.submit("_spin", {"seconds": SLOW}))) for _ in range(4)]
+            threads = [threading.Thread(target=runaway, args=(outs,)) for _ in range(4)]
             for t in threads:
                 t.start()
             for t in threads:

@@ -16,8 +16,8 @@ from toolcodec.worker.metrics import BUCKETS
 
 HTTP_REQUESTS_TOTAL = "toolcodec_http_requests_total"
 HTTP_REQUEST_DURATION_SECONDS = "toolcodec_http_request_duration_seconds"
-ROUTES = ("/v1/{op}", "/v1/batch", "/v1/prepare", "/v1/chat/completions", "/v1/messages", "/v1/responses",
-          "/v1/models", "/metrics", "/healthz", "/readyz", "other")
+ROUTES = ("/v1/{op}", "/v1/batch", "/v1/prepare", "/v1/chat/completions", "/v1/messages",
+          "/v1/responses", "/v1/models", "/metrics", "/healthz", "/readyz", "other")
 _FIXED = {r for r in ROUTES if "{" not in r and r != "other"}
 
 
