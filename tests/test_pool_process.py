@@ -149,7 +149,8 @@ def test_worker_killed_while_idle_does_not_cost_a_job(pool: Pool) -> None:
 
 
 def test_rejects_at_once_when_the_queue_is_full(faults: None, registry: CollectorRegistry) -> None:
-    with Pool(workers=1, timeout_ms=LONG_MS, queue_size=1, registry=registry) as p:
+    # no spares: a long job would be set aside for one, and the line would never fill
+    with Pool(workers=1, timeout_ms=LONG_MS, queue_size=1, registry=registry, spares=0) as p:
         first = threading.Thread(target=p.submit, args=("_sleep", {"seconds": 0.3}))
         first.start()
         assert wait_until(lambda: p.impl.counts()["busy"] == 1)
@@ -292,7 +293,8 @@ def test_asubmit_cancelled_mid_job_frees_the_worker(pool: Pool) -> None:
 def test_asubmit_cancelled_while_queued_leaves_the_line(
     faults: None, registry: CollectorRegistry
 ) -> None:
-    with Pool(workers=1, timeout_ms=LONG_MS, registry=registry) as p:
+    # no spares: the held job would be set aside for one and the queued job would start
+    with Pool(workers=1, timeout_ms=LONG_MS, registry=registry, spares=0) as p:
 
         async def main() -> dict:
             hold = asyncio.create_task(p.asubmit("_sleep", {"seconds": 2}))
@@ -302,7 +304,9 @@ def test_asubmit_cancelled_while_queued_leaves_the_line(
             queued.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await queued
-            assert p.impl.counts()["waiting"] == 0
+            # the dispatcher takes it out of the line at once (not when its turn comes)
+            assert await until(lambda: p.impl.counts()["waiting"] == 0)
+            assert not hold.done()
             assert (await hold)["status"] == "ok"
             return await p.asubmit("_sleep", {"seconds": 0})
 
