@@ -23,12 +23,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 from toolcodec.formats.table import ALL_FORMATS
 from toolcodec.pool import Pool
+from toolcodec.pool.proxy.demo_upstream import pieces
 from toolcodec.pool.proxy.message import openai_message
 from toolcodec.pool.proxy.settings import ModelSettings
 from toolcodec.toolcodec import ToolCallCodec
 
 from tests.serve_process import ServeProcess
-from tests.upstream_standin import CASES, TOOLS, pieces
+from tests.upstream_standin import CASES, TOOLS
 
 CONFIG = Path(__file__).resolve().parent / "data" / "proxy_models.toml"
 MODELS = ModelSettings.load(str(CONFIG))

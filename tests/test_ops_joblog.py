@@ -69,7 +69,7 @@ def test_lines_per_second_are_capped_and_the_gap_is_reported(caplog) -> None:
     jl = JobLog("caller", max_per_s=3)
     written = [jl.job("decode", "process", env("timeout"), None) for _ in range(10)]
     assert sum(w is not None for w in written) <= 6  # 3 a second, over at most two seconds
-    jl._second = -1  # a new second begins (the counter is per whole monotonic second)
+    jl._lines._second = -1  # a new second begins (the counter is per whole monotonic second)
     line = jl.job("decode", "process", env("timeout"), None)
     assert line is not None and line["suppressed"] == 10 - sum(w is not None for w in written)
 

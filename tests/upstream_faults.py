@@ -86,7 +86,7 @@ def _cut_deltas(case: dict[str, Any]) -> list[dict[str, Any]]:
     at = content.find("<tool_call>")
     at = len(content) // 2 if at < 0 else at + len('<tool_call>\n{"name": "run_shell", '
                                                      '"arguments": {"cmd": "rm -rf /')
-    return standin._deltas({**case, "content": content[:at], "tool_calls": None})
+    return standin.deltas({**case, "content": content[:at], "tool_calls": None})
 
 
 async def _broken(name: str, case: dict[str, Any], how: str):
@@ -100,7 +100,7 @@ async def _broken(name: str, case: dict[str, Any], how: str):
 
 
 async def _with_usage(name: str, case: dict[str, Any], used: int):
-    for delta in standin._deltas(case):
+    for delta in standin.deltas(case):
         yield standin._chunk(name, delta)
     yield standin._chunk(name, {}, "tool_calls")
     usage = {"prompt_tokens": 10, "completion_tokens": used, "total_tokens": 10 + used}

@@ -25,7 +25,6 @@ sent (one ends when its client, the proxy, goes away).
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from toolcodec.pool.proxy.demo_upstream import deltas, finish_reason
 
 from tests.redis_server import free_port
 
@@ -74,41 +74,9 @@ def _answer(name: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
     return {"id": f"chatcmpl-{name}", "object": "chat.completion", "created": CREATED,
             "model": MODEL, "system_fingerprint": FINGERPRINT,
             "choices": [{"index": i, "message": _message(case),
-                         "finish_reason": _finish(case)}
+                         "finish_reason": finish_reason(case)}
                         for i, case in enumerate(cases)],
             "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}}
-
-
-def pieces(text: str, seed: str) -> list[str]:
-    """*text* in 1–8 character pieces, the same ones for the same seed (as a server sends
-    tokens: the cuts fall anywhere, inside special tokens too)."""
-    rng = random.Random(seed)
-    out, i = [], 0
-    while i < len(text):
-        n = rng.randint(1, 8)
-        out.append(text[i:i + n])
-        i += n
-    return out
-
-
-def _finish(case: dict[str, Any]) -> str:
-    """The case's recorded finish_reason (``length`` for an output cut by max_tokens)."""
-    return case.get("finish_reason") or ("tool_calls" if case.get("tool_calls") else "stop")
-
-
-def _deltas(case: dict[str, Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-    reasoning = case.get("reasoning_content") or ""
-    out += [{"reasoning_content": reasoning[i:i + 4]} for i in range(0, len(reasoning), 4)]
-    out += [{"content": piece} for piece in pieces(case.get("content") or "", case["name"])]
-    for index, call in enumerate(case.get("tool_calls") or []):
-        fn = call["function"]
-        out.append({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                    "function": {"name": fn["name"], "arguments": ""}}]})
-        args = fn["arguments"]
-        out += [{"tool_calls": [{"index": index, "function": {"arguments": args[i:i + 5]}}]}
-                for i in range(0, len(args), 5)]
-    return out
 
 
 def _chunk(name: str, delta: dict[str, Any], finish: str | None = None, index: int = 0,
@@ -125,18 +93,18 @@ def _chunk(name: str, delta: dict[str, Any], finish: str | None = None, index: i
 
 async def _stream(name: str, cases: list[dict[str, Any]], cut: bool, logprobs: bool):
     """The choices' deltas interleaved (choice i of an ``n > 1`` answer is ``cases[i]``)."""
-    streams = [_deltas(case) for case in cases]
+    streams = [deltas(case) for case in cases]
     if cut:
-        streams = [deltas[: max(1, len(deltas) // 2)] for deltas in streams]
+        streams = [steps[: max(1, len(steps) // 2)] for steps in streams]
     for step in range(max(map(len, streams))):
-        for index, deltas in enumerate(streams):
-            if step < len(deltas):
-                yield _chunk(name, deltas[step], index=index, logprobs=logprobs)
+        for index, steps in enumerate(streams):
+            if step < len(steps):
+                yield _chunk(name, steps[step], index=index, logprobs=logprobs)
         await asyncio.sleep(0)
     if cut:
         raise ConnectionResetError("stand-in cuts the stream")  # uvicorn drops the connection
     for index, case in enumerate(cases):
-        yield _chunk(name, {}, _finish(case), index=index)
+        yield _chunk(name, {}, finish_reason(case), index=index)
     yield b"data: [DONE]\n\n"
 
 
@@ -248,13 +216,13 @@ class Standin:
 
     async def _gated(self, name: str, case: dict[str, Any]):
         """Half of the output, then nothing until ``POST /_release``, then the rest."""
-        deltas = _deltas(case)
-        half = len(deltas) // 2
-        for delta in deltas[:half]:
+        recorded = deltas(case)
+        half = len(recorded) // 2
+        for delta in recorded[:half]:
             yield _chunk(name, delta)
         while not self.gate.is_set():  # the test opens the gate when it has seen what it awaits
             await asyncio.sleep(0.01)
-        for delta in deltas[half:]:
+        for delta in recorded[half:]:
             yield _chunk(name, delta)
         yield _chunk(name, {}, "stop")
         yield b"data: [DONE]\n\n"

@@ -21,19 +21,16 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-import time
 from typing import Any
 
 import orjson
-from toolcodec.worker.logs import event
+from toolcodec.worker.logs import LinesPerSecond, event
 from toolcodec.worker.metrics import outcome_of
 
 log = logging.getLogger("toolcodec.jobs")
 
 ENV_SLOW_MS = "TOOLCODEC_LOG_SLOW_MS"
 ENV_PAYLOADS = "TOOLCODEC_LOG_PAYLOADS"
-ENV_MAX_PER_S = "TOOLCODEC_LOG_MAX_PER_S"
 PAYLOAD_CHARS = 4096
 
 
@@ -53,11 +50,7 @@ class JobLog:
         self.side = side
         self.slow_ms = _number(ENV_SLOW_MS, 25.0) if slow_ms is None else slow_ms
         self.payloads = (os.environ.get(ENV_PAYLOADS) == "1") if payloads is None else payloads
-        self.max_per_s = _number(ENV_MAX_PER_S, 50.0) if max_per_s is None else max_per_s
-        self._lock = threading.Lock()
-        self._second = 0
-        self._written = 0
-        self._suppressed = 0
+        self._lines = LinesPerSecond(max_per_s)
 
     def wanted(self, envelope: dict[str, Any]) -> bool:
         """Whether this job gets a line: it failed, or it was slow."""
@@ -70,7 +63,7 @@ class JobLog:
         """Log ``envelope`` if :meth:`wanted`; returns the fields written (None if not)."""
         if not self.wanted(envelope):
             return None
-        suppressed = self._admit()
+        suppressed = self._lines.admit()
         if suppressed is None:
             return None
         line = self.fields(op, backend, envelope, payload, job_id)
@@ -101,19 +94,6 @@ class JobLog:
         if self.payloads:
             line["payload"] = _text(payload)[:PAYLOAD_CHARS]
         return line
-
-    def _admit(self) -> int | None:
-        """None when this second's lines are used up, else how many were left out before."""
-        now = int(time.monotonic())
-        with self._lock:
-            if now != self._second:
-                self._second, self._written = now, 0
-            if self._written >= self.max_per_s:
-                self._suppressed += 1
-                return None
-            self._written += 1
-            suppressed, self._suppressed = self._suppressed, 0
-            return suppressed
 
 
 def _text(payload: Any) -> str:

@@ -20,6 +20,7 @@ service (``toolcodec.pool.service.access``) in context variables, which the form
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -164,3 +165,35 @@ def _uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
     name = args.thread.name if args.thread is not None else None
     event(_crash_log, logging.ERROR, "uncaught_exception", thread=name,
           exception=one_line(args.exc_value))
+
+
+ENV_MAX_PER_S = "TOOLCODEC_LOG_MAX_PER_S"
+
+
+class LinesPerSecond:
+    """At most ``max_per_s`` lines a second (``TOOLCODEC_LOG_MAX_PER_S``, default 50), so that an
+    overload does not become a logging outage; :meth:`admit` says how many were left out."""
+
+    def __init__(self, max_per_s: float | None = None) -> None:
+        if max_per_s is None:
+            try:
+                max_per_s = float(os.environ.get(ENV_MAX_PER_S, 50.0))
+            except ValueError:
+                max_per_s = 50.0
+            max_per_s = max_per_s if max_per_s >= 0 else 50.0
+        self.max_per_s = max_per_s
+        self._lock = threading.Lock()
+        self._second = self._written = self._suppressed = 0
+
+    def admit(self) -> int | None:
+        """None when this second's lines are used up, else how many were left out before."""
+        now = int(time.monotonic())
+        with self._lock:
+            if now != self._second:
+                self._second, self._written = now, 0
+            if self._written >= self.max_per_s:
+                self._suppressed += 1
+                return None
+            self._written += 1
+            suppressed, self._suppressed = self._suppressed, 0
+            return suppressed

@@ -19,17 +19,12 @@ per second; the next line says how many were left out (``suppressed``).
 from __future__ import annotations
 
 import logging
-import os
-import threading
-import time
 import uuid
 from typing import Any
 
-from toolcodec.worker.logs import event
+from toolcodec.worker.logs import LinesPerSecond, event
 
 log = logging.getLogger("toolcodec.proxy")
-
-ENV_MAX_PER_S = "TOOLCODEC_LOG_MAX_PER_S"
 
 
 def request_id(headers: dict[str, str]) -> str:
@@ -42,20 +37,13 @@ class AnswerLog:
     """Writes the lines; one per proxy."""
 
     def __init__(self, max_per_s: float | None = None) -> None:
-        if max_per_s is None:
-            try:
-                max_per_s = float(os.environ.get(ENV_MAX_PER_S, 50))
-            except ValueError:
-                max_per_s = 50.0
-        self.max_per_s = max_per_s
-        self._lock = threading.Lock()
-        self._second = self._written = self._suppressed = 0
+        self._lines = LinesPerSecond(max_per_s)
 
     def answer(self, *, request_id: str, model: Any, stream: bool, reason: str,
                codes: list[str] | tuple[str, ...] = (),
                unrecognised: list[str] | tuple[str, ...] = ()) -> dict[str, Any] | None:
         """Log one answer; returns the fields written (None when over the rate)."""
-        suppressed = self._admit()
+        suppressed = self._lines.admit()
         if suppressed is None:
             return None
         line: dict[str, Any] = {
@@ -67,15 +55,3 @@ class AnswerLog:
             line["suppressed"] = suppressed
         event(log, logging.WARNING, "proxy_answer", **line)
         return {"event": "proxy_answer", **line}
-
-    def _admit(self) -> int | None:
-        now = int(time.monotonic())
-        with self._lock:
-            if now != self._second:
-                self._second, self._written = now, 0
-            if self._written >= self.max_per_s:
-                self._suppressed += 1
-                return None
-            self._written += 1
-            suppressed, self._suppressed = self._suppressed, 0
-            return suppressed
