@@ -358,8 +358,9 @@ def report(contenders: list[Contender], args: argparse.Namespace) -> None:
         for who in contenders:
             xs = who.cpu[stream]
             ok, n = who.decoded[stream]
+            said = "decoded" if who.name == "toolcodec" else "answered"  # the others decode nothing
             print(f"  {who.name:<10} min {min(xs):8.0f} µs  median {statistics.median(xs):8.0f} µs"
-                  f"   decoded {ok}/{n}, with tool_calls {who.calls[stream] / max(n, 1):.0%}")
+                  f"   {said} {ok}/{n}, with tool_calls {who.calls[stream] / max(n, 1):.0%}")
         bare, ours = by["bare"].cpu[stream], by["toolcodec"].cpu[stream]
         print(f"  toolcodec/bare: min {min(ours) / min(bare):.2f}x, median "
               f"{statistics.median(ours) / statistics.median(bare):.2f}x (target {target}x)")
