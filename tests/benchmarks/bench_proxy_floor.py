@@ -11,6 +11,8 @@ that same stand-in:
   ``toolcodec serve`` runs it) that forwards the chat request's bytes upstream with the
   proxy's own HTTP client and returns the answer's bytes (a stream's parts as they come);
   nothing is parsed or decoded.
+- ``bare-aiohttp``: the same relay with an ``aiohttp`` client session as its upstream client
+  (the client most Python proxies use); skipped when ``aiohttp`` is not importable.
 - ``toolcodec``: ``toolcodec serve --upstream URL`` (the real CLI, default settings).
 - ``litellm``: LiteLLM's proxy (``litellm --config``), from the cached test environment
   (``tests/envs/litellm_env.py``); skipped, with a message, when that environment is absent
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import statistics
 import subprocess
@@ -107,14 +110,9 @@ class BareRelay:
             return
         if self.http is None:  # made on the server's loop
             self.http = HTTPClient(self.upstream, connections=512)
-        parts, more = [], True
-        while more:
-            message = await receive()
-            parts.append(message.get("body", b""))
-            more = message.get("more_body", False)
+        body = await _body(receive)
         response = await self.http.request("POST", "/chat/completions",
-                                           {"content-type": "application/json"},
-                                           b"".join(parts))
+                                           {"content-type": "application/json"}, body)
         kind = response.headers.get("content-type", "application/json").encode()
         if kind.startswith(b"text/event-stream"):
             await send({"type": "http.response.start", "status": response.status_code,
@@ -130,9 +128,56 @@ class BareRelay:
         await send({"type": "http.response.body", "body": body})
 
 
-def serve_relay(upstream: str) -> None:
+class AiohttpRelay:
+    """``BareRelay`` with an aiohttp client session as its upstream client."""
+
+    def __init__(self, upstream: str) -> None:
+        self.url = upstream.rstrip("/") + "/v1/chat/completions"
+        self.session = None
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        import aiohttp  # optional: this relay runs only where it is installed
+
+        if scope["type"] != "http":
+            return
+        if self.session is None:  # made on the server's loop
+            self.session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=512), auto_decompress=False)
+        body = await _body(receive)
+        async with self.session.post(self.url, data=body,
+                                     headers={"content-type": "application/json"}) as response:
+            kind = response.headers.get("content-type", "application/json").encode()
+            if kind.startswith(b"text/event-stream"):
+                await send({"type": "http.response.start", "status": response.status,
+                            "headers": [(b"content-type", kind), (b"cache-control", b"no-cache")]})
+                async for part in response.content.iter_any():
+                    await send({"type": "http.response.body", "body": part, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+                return
+            data = await response.read()
+        await send({"type": "http.response.start", "status": response.status,
+                    "headers": [(b"content-type", kind),
+                                (b"content-length", str(len(data)).encode())]})
+        await send({"type": "http.response.body", "body": data})
+
+
+async def _body(receive) -> bytes:
+    parts, more = [], True
+    while more:
+        message = await receive()
+        parts.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    return b"".join(parts)
+
+
+def has_aiohttp() -> bool:
+    return importlib.util.find_spec("aiohttp") is not None
+
+
+def serve_relay(upstream: str, client: str) -> None:
     port = free_port()
-    config = uvicorn.Config(BareRelay(upstream), host="127.0.0.1", port=port, http="httptools",
+    app = AiohttpRelay(upstream) if client == "aiohttp" else BareRelay(upstream)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, http="httptools",
                             log_level="warning", access_log=False, lifespan="off",
                             timeout_keep_alive=30)
     server = uvicorn.Server(config)
@@ -359,11 +404,15 @@ def report(contenders: list[Contender], args: argparse.Namespace) -> None:
             xs = who.cpu[stream]
             ok, n = who.decoded[stream]
             said = "decoded" if who.name == "toolcodec" else "answered"  # the others decode nothing
-            print(f"  {who.name:<10} min {min(xs):8.0f} µs  median {statistics.median(xs):8.0f} µs"
+            print(f"  {who.name:<12} min {min(xs):8.0f} µs  median {statistics.median(xs):8.0f} µs"
                   f"   {said} {ok}/{n}, with tool_calls {who.calls[stream] / max(n, 1):.0%}")
         bare, ours = by["bare"].cpu[stream], by["toolcodec"].cpu[stream]
         print(f"  toolcodec/bare: min {min(ours) / min(bare):.2f}x, median "
               f"{statistics.median(ours) / statistics.median(bare):.2f}x (target {target}x)")
+        if "bare-aiohttp" in by:
+            other = by["bare-aiohttp"].cpu[stream]
+            print(f"  toolcodec/bare-aiohttp: min {min(ours) / min(other):.2f}x, median "
+                  f"{statistics.median(ours) / statistics.median(other):.2f}x")
         if "litellm" in by:
             lite = by["litellm"].cpu[stream]
             ratio = statistics.median(lite) / statistics.median(bare)
@@ -380,12 +429,14 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, default=16)
     parser.add_argument("--no-litellm", action="store_true")
     parser.add_argument("--serve-relay", metavar="UPSTREAM", help=argparse.SUPPRESS)
+    parser.add_argument("--relay-client", default="own", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_relay:
-        serve_relay(args.serve_relay)
+        serve_relay(args.serve_relay, args.relay_client)
         return
     standin, upstream = start_standin()
     relay, relay_url = child([__file__, "--serve-relay", upstream])
+    relays = [relay]
     ours = ServeProcess("--upstream", upstream).start()
     litellm = None
     folder = tempfile.TemporaryDirectory()
@@ -393,6 +444,12 @@ def main() -> None:
         assert ours.proc is not None
         contenders = [Contender("bare", relay_url, relay.pid),
                       Contender("toolcodec", ours.url, ours.proc.pid)]
+        if has_aiohttp():
+            proc, url = child([__file__, "--serve-relay", upstream, "--relay-client", "aiohttp"])
+            relays.append(proc)
+            contenders.insert(1, Contender("bare-aiohttp", url, proc.pid))
+        else:
+            print("bare-aiohttp: skipped, aiohttp is not installed (pip install aiohttp)")
         env = None if args.no_litellm else find_litellm()
         if args.no_litellm:
             print("litellm: skipped (--no-litellm)")
@@ -416,7 +473,7 @@ def main() -> None:
         if litellm is not None:
             litellm.stop()
         ours.stop()
-        for proc in (relay, standin):
+        for proc in (*relays, standin):
             proc.kill()
             proc.wait()
         folder.cleanup()
