@@ -356,8 +356,10 @@ class ChatProxy:
         for envelope in envelopes:
             if envelope.get("status") == "ok":
                 check_forced(envelope["result"], prepared.forced)
-        reports = [_report(e) for e in envelopes]
         failed = [e for e in envelopes if e.get("status") != "ok"]
+        # The report is built only for an answer that carries it (taken here, as decoded).
+        asked = headers.get(REPORT_HEADER) == "1"
+        reports = [_report(e) for e in envelopes] if asked or failed else []
         if failed:
             return self._undecoded(failed[0], reports, seen)
         repairs: list[str] = []
@@ -374,7 +376,7 @@ class ChatProxy:
             whats += [w for w in unrecognised(result) if w not in whats]
             seen.codes += [e.get("code") for e in result.get("errors") or ()]
         repairs = list(dict.fromkeys(repairs))
-        if headers.get(REPORT_HEADER) == "1":
+        if asked:
             answer["toolcodec"] = reports
         extra = {REPAIRS_HEADER: ",".join(repairs)} if repairs else {}
         if whats:
