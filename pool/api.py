@@ -14,6 +14,7 @@ from toolcodec.errors import BAD_REQUEST
 from toolcodec.limits import Limits
 from toolcodec.pool import door
 from toolcodec.pool.inline import Inline
+from toolcodec.toolcodec import ToolCallCodec
 from toolcodec.worker.envelope import complete, error_envelope
 from toolcodec.worker.limits import ENV as LIMIT_ENV
 from toolcodec.worker.limits import operator_limits
@@ -115,19 +116,21 @@ class Pool:
             if inline_max_chars > 0 else None
 
     def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
-               arrived: float | None = None) -> dict:
+               arrived: float | None = None, codec: ToolCallCodec | None = None) -> dict:
         """Run one job and return its envelope within ``timeout_ms`` (plus a small grace).
 
         ``arrived`` (a ``time.monotonic()``): when the request that asks for the job arrived,
         if it waited before this call (in an HTTP server's queue); the budget counts from
         then, and a job that can no longer start in what is left is shed (``rejected``).
+        ``codec``: what :meth:`ready` answered for the payload's tools and options (a job run
+        in this process then does not look it up again).
         Never raises: a bad op, budget or oversized payload is answered at once.
         """
         start = time.monotonic()
         ms, refused = self._door(op, payload, timeout_ms)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        here = self._run_inline(op, payload, ms, arrived)
+        here = self._run_inline(op, payload, ms, arrived, codec)
         if here is not None:
             return here
         return self._impl.submit(op, payload, timeout_ms=ms, **_arrival(arrived))
@@ -171,13 +174,13 @@ class Pool:
         return [f.result() for f in futures]
 
     async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
-                      arrived: float | None = None) -> dict:
+                      arrived: float | None = None, codec: ToolCallCodec | None = None) -> dict:
         """Like :meth:`submit`, awaitable; the event loop stays free while the job runs."""
         start = time.monotonic()
         ms, refused = self._door(op, payload, timeout_ms)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        here = self._run_inline(op, payload, ms, arrived)
+        here = self._run_inline(op, payload, ms, arrived, codec)
         if here is not None:
             return here
         native = getattr(self._impl, "asubmit", None)
@@ -186,13 +189,13 @@ class Pool:
         return await asyncio.to_thread(self._impl.submit, op, payload, timeout_ms=ms,
                                        **_arrival(arrived))
 
-    def _run_inline(self, op: str, payload: dict, ms: float, arrived: float | None
-                    ) -> dict | None:
+    def _run_inline(self, op: str, payload: dict, ms: float, arrived: float | None,
+                    known: ToolCallCodec | None = None) -> dict | None:
         """The envelope of the job run in this process, or None if it does not run here."""
         inline = self._inline
         if inline is None:
             return None
-        codec = inline.takes(op, payload)
+        codec = inline.takes(op, payload, known)
         return None if codec is None else inline.run(op, payload, ms / 1000.0, arrived, codec)
 
     def _door(self, op: Any, payload: Any, timeout_ms: Any) -> tuple[float, dict | None]:
@@ -207,7 +210,20 @@ class Pool:
         self.metrics.observe(envelope["op"], self.backend, envelope)
         return envelope
 
-    def prepare(self, tools: list[dict] | None, options: dict | None = None) -> bool:
+    def ready(self, tools: list[dict] | None, options: dict | None = None
+              ) -> ToolCallCodec | None:
+        """The codec a ``decode`` job with ``tools`` and ``options`` runs with in this process,
+        if it has built it (small jobs run inline); None otherwise, or without inline jobs.
+        Nothing is built: see :meth:`prepare`. Given to :meth:`submit` or :meth:`asubmit` as
+        ``codec`` for a payload with the same tools and options, it spares those a second look
+        up (the canonical encoding of the tools, the codec cache's key)."""
+        if self._inline is None:
+            return None
+        return self._inline.ready({"tools": tools} if options is None
+                                  else {"tools": tools, "options": options})
+
+    def prepare(self, tools: list[dict] | None, options: dict | None = None, *,
+                built_here: bool = False) -> bool:
         """Build the codec for ``tools`` (and the job ``options``) ahead of the jobs that use
         them, off any job's budget; returns at once.
 
@@ -218,10 +234,11 @@ class Pool:
         backend builds them (the most recent eight tool sets; a worker started later builds
         them too), and jobs run inline find them built here. True if it was taken; False
         where the backend has nothing to prepare (RQ workers build on their first job) or
-        the tools are not JSON data.
+        the tools are not JSON data. ``built_here``: :meth:`ready` has just found them built in
+        this process; only the workers are asked.
         """
         payload = {"tools": tools} if options is None else {"tools": tools, "options": options}
-        if self._inline is not None:
+        if self._inline is not None and not built_here:
             self._inline.prepare(payload)
         native = getattr(self._impl, "prepare", None)
         return bool(native(tools, options)) if native is not None else False

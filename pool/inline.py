@@ -73,12 +73,16 @@ class Inline:
         self._builder: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def takes(self, op: str, payload: Any) -> ToolCallCodec | None:
+    def takes(self, op: str, payload: Any, codec: ToolCallCodec | None = None
+              ) -> ToolCallCodec | None:
         """The codec the job runs with here, or None if it does not run here; a first sight of
-        its codec has it built for next time."""
+        its codec has it built for next time. ``codec``: the one :meth:`ready` found for the
+        payload's tools and options, not looked up again."""
         if op not in OPS or not isinstance(payload, dict) or not self._small(payload) \
                 or any(key.startswith("_") for key in payload):  # fault injection: a worker's
             return None
+        if codec is not None:
+            return codec
         codec = ready_here(payload, self.ceiling)
         if codec is None:
             self._build_later(payload)
@@ -117,6 +121,11 @@ class Inline:
                 if size > self.max_chars:
                     return False
         return True
+
+    def ready(self, payload: dict) -> ToolCallCodec | None:
+        """The codec jobs with the payload's tools and options run with here, if this process
+        has built it (nothing is built)."""
+        return ready_here(payload, self.ceiling)
 
     def prepare(self, payload: dict) -> None:
         """Have the codec for the payload's tools and options built here, unless it is."""

@@ -114,6 +114,33 @@ def test_what_is_not_taken_goes_to_a_worker(pools) -> None:
     assert inline.submit("decode", other)["backend"] == "process"
 
 
+def test_ready_answers_the_codec_built_here_and_a_job_given_it_answers_the_same(pools) -> None:
+    inline, plain, _ = pools
+    options = {"formats": ["hermes", "qwen_xml"]}  # a tool set and options not seen before
+    tools = [*TOOLS, {"type": "function", "function": {"name": "ready_probe", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer"}}}}}]
+    assert inline.ready(tools, options) is None  # nothing built, and ready builds nothing
+    assert plain.ready(tools, options) is None  # a pool without inline jobs has none
+    assert inline.prepare(tools, options)
+    end = time.monotonic() + 30
+    while (codec := inline.ready(tools, options)) is None and time.monotonic() < end:
+        time.sleep(0.01)  # the builder thread builds it
+    assert codec is not None
+    payload = {"message": {"role": "assistant", "content": CALL}, "tools": tools,
+               "options": options}
+    given = inline.submit("decode", payload, codec=codec)
+    looked_up = inline.submit("decode", payload)
+    there = plain.submit("decode", payload)
+    assert given["backend"] == looked_up["backend"] == "inline"
+    assert given["result"] == looked_up["result"] == there["result"]
+    assert asyncio.run(inline.asubmit("decode", payload, codec=codec))["result"] == \
+        there["result"]
+    assert inline.prepare(tools, options, built_here=True)  # only the workers are asked
+    # a job too big to run here goes to a worker, codec given or not
+    big = {**payload, "message": {"role": "assistant", "content": CALL + " " * 100_000}}
+    assert inline.submit("decode", big, codec=codec)["backend"] == "process"
+
+
 def test_the_tools_do_not_count_toward_the_size() -> None:
     runner = Inline(200, None)
     many = [{"type": "function", "function": {"name": f"tool_{i}", "description": "x" * 50,

@@ -36,14 +36,20 @@ def run_here(job: dict, ceiling: Limits | None = None,
         data = orjson.dumps({**job, "payload": {k: v for k, v in payload.items()
                                                 if k != "tools"}})
         handler = _given(codec, payload)
-    with _under(ceiling):
+    token = CEILING.set(ceiling)  # not a context manager: a generator's steps per job
+    try:
         return orjson.loads(answer(handler, data))
+    finally:
+        CEILING.reset(token)
 
 
 def ready_here(payload: dict, ceiling: Limits | None = None) -> ToolCallCodec | None:
     """The codec a decode job with ``payload`` uses, if this process has built it."""
-    with _under(ceiling):
+    token = CEILING.set(ceiling)
+    try:
         return codec_ready(payload)
+    finally:
+        CEILING.reset(token)
 
 
 def _given(codec: ToolCallCodec, payload: dict) -> Any:

@@ -213,7 +213,8 @@ class ChatProxy:
                       ) -> tuple[HTTPClient, dict[str, str], bytes]:
         """The model's upstream, and the chat completion's headers and body."""
         if prepared.decode:  # built while the model generates: the decode then only parses
-            self.pool.prepare(prepared.tools, prepared.options or None)
+            self.pool.prepare(prepared.tools, prepared.options or None,
+                              built_here=prepared.codec is not None)
         http, key = self.upstreams.pick(prepared.upstream.get("model"))
         headers = forwarded(incoming, key)
         headers["content-type"] = "application/json"
@@ -302,7 +303,9 @@ class ChatProxy:
         except SettingsError as exc:
             problem: str | None = str(exc)
         else:
-            problem = _tools_problem(prepared)
+            if prepared.decode:  # built here: the tools were checked when it was built
+                prepared.codec = self.pool.ready(prepared.tools, prepared.options or None)
+            problem = None if prepared.codec is not None else _tools_problem(prepared)
             if problem is None:
                 return prepared, None
         self.metrics.count(stream, "bad_request")
@@ -343,7 +346,8 @@ class ChatProxy:
         # Each choice's finish_reason reaches the decoder: "length" means a cut call is no call.
         jobs = [self.pool.asubmit("decode", {
             "message": c["message"], "tools": prepared.tools, "options": prepared.options,
-            "finish_reason": _reason(c.get("finish_reason"))}) for c in choices]
+            "finish_reason": _reason(c.get("finish_reason"))}, codec=prepared.codec)
+            for c in choices]
         # One choice (nearly always): awaited as it is, without gather's task.
         with decode_span(prepared.upstream.get("model")) as span:  # toolcodec[otel]
             envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
@@ -352,8 +356,10 @@ class ChatProxy:
         for envelope in envelopes:
             if envelope.get("status") == "ok":
                 check_forced(envelope["result"], prepared.forced)
-        reports = [_report(e) for e in envelopes]
         failed = [e for e in envelopes if e.get("status") != "ok"]
+        # The report is built only for an answer that carries it (taken here, as decoded).
+        asked = headers.get(REPORT_HEADER) == "1"
+        reports = [_report(e) for e in envelopes] if asked or failed else []
         if failed:
             return self._undecoded(failed[0], reports, seen)
         repairs: list[str] = []
@@ -370,7 +376,7 @@ class ChatProxy:
             whats += [w for w in unrecognised(result) if w not in whats]
             seen.codes += [e.get("code") for e in result.get("errors") or ()]
         repairs = list(dict.fromkeys(repairs))
-        if headers.get(REPORT_HEADER) == "1":
+        if asked:
             answer["toolcodec"] = reports
         extra = {REPAIRS_HEADER: ",".join(repairs)} if repairs else {}
         if whats:

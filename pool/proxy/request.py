@@ -31,6 +31,9 @@ class Prepared:
     forced: str | None = None
     # max_completion_tokens (else max_tokens): usage.completion_tokens reaching it means cut
     max_tokens: int | None = None
+    # the codec this process built for tools and options (``Pool.ready``), found once per
+    # request for the tools check, the preparation and the decode job
+    codec: Any = None
 
 
 def prepare(body: dict[str, Any], models: ModelSettings) -> Prepared:

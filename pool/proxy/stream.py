@@ -35,7 +35,7 @@ from toolcodec.openai_chunks import ChunkWriter
 from toolcodec.pool.proxy.flags import check_forced, cut_by_usage, unrecognised
 from toolcodec.pool.proxy.http_client import HTTPError, Response
 from toolcodec.pool.proxy.message import call_id, unrepaired_natives
-from toolcodec.pool.proxy.upstream import UpstreamError, read_body, shape_problem, sse_data
+from toolcodec.pool.proxy.upstream import UpstreamError, read_body, shape_problem, sse_batches
 
 DONE = b"data: [DONE]\n\n"
 HEARTBEAT = b": keep-alive\n\n"
@@ -115,9 +115,10 @@ class Relay:
                         continue
                 else:
                     item = queue.get_nowait()
-                # The chunks that have arrived meanwhile go out together: one write, not one
-                # per chunk (upstreams send a few characters per chunk). The stream's first
-                # bytes go at once, alone: the client's time to first token is not the batch's.
+                # The chunks that have arrived meanwhile (the reader's lists: those read
+                # together) go out together: one write, not one per chunk (upstreams send a
+                # few characters per chunk). The stream's first bytes go at once, alone: the
+                # client's time to first token is not the batch's.
                 out: list[bytes] = []
                 while True:
                     if item is _END:
@@ -126,8 +127,13 @@ class Relay:
                     if isinstance(item, tuple):  # the reader failed: (code, message)
                         self.failure = item
                         break
-                    out += await self._chunk(item)
-                    if queue.empty() or (out and not sent):
+                    for chunk in item:  # the chunks that arrived together
+                        out += await self._chunk(chunk)
+                        if out and not sent:
+                            sent = True
+                            yield b"".join(out)
+                            out = []
+                    if queue.empty():
                         break
                     item = queue.get_nowait()
                 if out:
@@ -149,21 +155,29 @@ class Relay:
             return
         done = finished = False
         try:
-            async for data in sse_data(self.response, limit):
-                if not data:
-                    continue
-                if data == "[DONE]":
-                    done = True
+            async for datas in sse_batches(self.response, limit):
+                batch: list[dict[str, Any]] = []  # one queue item for all of them
+                for data in datas:
+                    if not data:
+                        continue
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    try:
+                        chunk = orjson.loads(data)
+                    except orjson.JSONDecodeError:
+                        if batch:
+                            await queue.put(batch)
+                        await queue.put(("upstream_bad_chunk",
+                                         "the model server sent a chunk that is not JSON"))
+                        return
+                    if isinstance(chunk, dict):
+                        finished = finished or _finishes(chunk)
+                        batch.append(chunk)
+                if batch:
+                    await queue.put(batch)
+                if done:
                     break
-                try:
-                    chunk = orjson.loads(data)
-                except orjson.JSONDecodeError:
-                    await queue.put(("upstream_bad_chunk",
-                                     "the model server sent a chunk that is not JSON"))
-                    return
-                if isinstance(chunk, dict):
-                    finished = finished or _finishes(chunk)
-                    await queue.put(chunk)
         except HTTPError as exc:
             await queue.put(("upstream_stream_broken",
                              f"the model server's stream broke off ({type(exc).__name__})"))
@@ -193,8 +207,7 @@ class Relay:
             await queue.put(("bad_upstream", "the model server answered the stream request "
                              f"with JSON that is not a chat completion: {problem}"))
             return
-        for chunk in whole_as_chunks(answer):
-            await queue.put(chunk)
+        await queue.put(whole_as_chunks(answer))
         await queue.put(_END)
 
     # -- chunks -----------------------------------------------------------------------------

@@ -115,8 +115,10 @@ async def read_body(response: Response, limit: int) -> bytes:
         raise too_large(limit) from None
 
 
-async def sse_data(response: Response, limit: int) -> AsyncIterator[str]:
-    """The ``data:`` payloads of an SSE stream, each line at most *limit* bytes."""
+async def sse_batches(response: Response, limit: int) -> AsyncIterator[list[str]]:
+    """The ``data:`` payloads of an SSE stream, each line at most *limit* bytes: a list of
+    those that arrived together (in one part of the body), so that a relay hands them on in
+    one step rather than one by one."""
     pending: list[bytes] = []  # the line being read, in parts: joined once it ends
     size = 0
     async for part in response.aiter_bytes():
@@ -126,17 +128,20 @@ async def sse_data(response: Response, limit: int) -> AsyncIterator[str]:
             if size > limit:
                 raise too_large(limit)
             continue
-        lines = b"".join([*pending, part]).split(b"\n")
+        lines = (b"".join([*pending, part]) if pending else part).split(b"\n")
         last = lines.pop()
         pending, size = [last], len(last)
+        batch = []
         for line in lines:
             if len(line) > limit:
                 raise too_large(limit)
             if line.startswith(b"data:"):
-                yield line[5:].strip().decode("utf-8", "replace")
+                batch.append(line[5:].strip().decode("utf-8", "replace"))
+        if batch:
+            yield batch
     tail = b"".join(pending)
     if tail.startswith(b"data:") and len(tail) <= limit:
-        yield tail[5:].strip().decode("utf-8", "replace")
+        yield [tail[5:].strip().decode("utf-8", "replace")]
 
 
 def shape_problem(answer: Any) -> str | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import orjson
@@ -79,7 +79,7 @@ class DecodeSpan:
 
     def results(self, results: list[dict[str, Any] | None],
                 finish_reasons: list[Any] | None = None) -> None:
-        if self.span is None:
+        if self.span is None or not self.span.is_recording():  # sampled out: nothing to say
             return
         got = [r for r in results if isinstance(r, dict)]
         calls = [c for r in got for c in r.get("calls") or () if isinstance(c, dict)]
@@ -106,15 +106,33 @@ class DecodeSpan:
         self.span.set_attributes(attributes)
 
 
+class _Unsampled:
+    """The context of a decode nobody traces: no span, no generator to step through."""
+
+    def __enter__(self) -> DecodeSpan:
+        return _NO_SPAN
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SPAN = DecodeSpan(None)
+_UNTRACED = _Unsampled()
+
+
+def decode_span(model: Any = None) -> AbstractContextManager[DecodeSpan]:
+    """A ``toolcodec.decode`` span (a child of the current one) around a decode; none while
+    no tracer provider is set (its spans would record nothing: a proxy answer's decode then
+    pays neither the tracer's context switch nor the attributes)."""
+    if trace is None or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return _UNTRACED
+    return _decode_span(model)
+
+
 @contextmanager
-def decode_span(model: Any = None) -> Iterator[DecodeSpan]:
-    """A ``toolcodec.decode`` span (a child of the current one) around a decode."""
-    if trace is None:
-        yield DecodeSpan(None)
-        return
+def _decode_span(model: Any) -> Iterator[DecodeSpan]:
     tracer = trace.get_tracer(TRACER)
     attributes = {"gen_ai.request.model": model} if isinstance(model, str) else {}
     with tracer.start_as_current_span("toolcodec.decode", kind=SpanKind.INTERNAL,
                                       attributes=attributes) as span:
         yield DecodeSpan(span)
-
