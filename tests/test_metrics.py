@@ -116,6 +116,19 @@ def test_restarts_by_reason(registry: CollectorRegistry) -> None:
     assert value(registry, name, backend="process", reason="crash") == 1
 
 
+def test_a_burst_of_restarts_is_counted_whole_and_logged_a_few_lines_a_second(
+        registry: CollectorRegistry, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING", "toolcodec.workers")
+    names._restart_lines._second = -1  # a fresh second for this burst
+    m = Metrics(registry)
+    for _ in range(40):
+        m.restarted("process", "timeout")
+    assert value(registry, "toolcodec_worker_restarts_total", backend="process",
+                 reason="timeout") == 40
+    logged = [r for r in caplog.records if r.name == "toolcodec.workers"]
+    assert 1 <= len(logged) <= 2 * names.RESTART_LINES_PER_S  # the burst may span a second
+
+
 def test_exposition_keeps_the_documented_names_types_and_help(
     registry: CollectorRegistry,
 ) -> None:

@@ -42,7 +42,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.utils import floatToGoString
 from toolcodec.errors import ALL_CODES
-from toolcodec.worker.logs import event
+from toolcodec.worker.logs import LinesPerSecond, event
 
 JOBS_TOTAL = "toolcodec_jobs_total"
 JOB_DURATION_SECONDS = "toolcodec_job_duration_seconds"
@@ -140,6 +140,8 @@ RESTART_REASONS = ("timeout", "crash")
 REFUSED_REASONS = ("foreign_function", "no_reply_to", "bad_arguments", "undecodable")
 
 _workers_log = logging.getLogger("toolcodec.workers")  # a lane killed and re-forked
+RESTART_LINES_PER_S = 5.0
+_restart_lines = LinesPerSecond(RESTART_LINES_PER_S)
 # One set of collectors per registry: a second Metrics on the same registry shares them
 # instead of failing with "Duplicated timeseries".
 _SHARED: weakref.WeakKeyDictionary[CollectorRegistry, _Shared] = weakref.WeakKeyDictionary()
@@ -314,10 +316,14 @@ class Metrics:
                 _count_result(tally, op, result)
 
     def restarted(self, backend: str, reason: str) -> None:
-        """Count one worker replacement (``reason``: ``timeout`` or ``crash``), and log it."""
+        """Count one worker replacement (``reason``: ``timeout`` or ``crash``), and log it
+        (at most :data:`RESTART_LINES_PER_S` lines a second; the next says how many were
+        left out: a burst of runaway jobs is one story, not a flood)."""
         self.worker_restarts_total.labels(backend, reason).inc()
-        event(_workers_log, logging.WARNING, "worker_restarted", backend=backend,
-              reason=reason)
+        left_out = _restart_lines.admit()
+        if left_out is not None:
+            event(_workers_log, logging.WARNING, "worker_restarted", backend=backend,
+                  reason=reason, **({"suppressed": left_out} if left_out else {}))
 
     def refused(self, reason: str) -> None:
         """Count one job refused by an RQ worker because it is not a toolcodec job."""
