@@ -53,12 +53,13 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 import uvicorn  # noqa: E402
+from toolcodec.pool.proxy.demo_upstream import deltas  # noqa: E402
 from toolcodec.pool.proxy.http_client import HTTPClient  # noqa: E402
 
 from tests.redis_server import free_port  # noqa: E402
 from tests.serve_process import ServeProcess  # noqa: E402
 from tests.upstream_standin import CASES as RECORDED  # noqa: E402
-from tests.upstream_standin import TOOLS, _deltas  # noqa: E402
+from tests.upstream_standin import TOOLS  # noqa: E402
 
 LITELLM_ENVS = Path.home() / ".cache" / "toolcodec" / "envs"
 WHOLE = ("hermes_broken", "fmt_hermes", "qwen_xml", "fmt_qwen_xml", "tool_tag", "two_calls",
@@ -91,7 +92,7 @@ def mean_deltas() -> float:
                    '{"query": "' + "q" * int(case[8:]) + '"}}</tool_call>'}
         else:
             row = RECORDED[case]
-        counts.append(len(_deltas(row)))
+        counts.append(len(deltas(row)))
     return sum(counts) / len(counts)
 
 
