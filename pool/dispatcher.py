@@ -207,6 +207,7 @@ class Dispatcher(threading.Thread):
         self._wake_w.setblocking(False)
         self._sel.register(self._wake_r, _READ, None)
         self._inbox: deque[tuple[Any, ...]] = deque()
+        self._sleeping = True  # waiting in select: a post must wake it
         self._slots: list[_Worker | None] = [None] * len(procs)
         self._spares_wanted = len(spares)
         self._spares: deque[_Worker] = deque(_Worker(p, 0) for p in spares)
@@ -235,6 +236,8 @@ class Dispatcher(threading.Thread):
         """Hand the loop a message: ``("call", ticket)``, ``("prepare", key, data)``,
         ``("spawned", proc)``, ``("close", until)``."""
         self._inbox.append(message)
+        if not self._sleeping:  # awake: it takes the inbox before it waits again
+            return
         try:
             self._wake_w.send(b"\0")
         except OSError:
@@ -269,7 +272,12 @@ class Dispatcher(threading.Thread):
                        else "the pool's dispatcher stopped")
 
     def _turn(self) -> None:
-        for key, mask in self._sel.select(self._wait()):
+        # Set before the inbox is looked at (in _wait): a post that found the flag clear had
+        # appended first, so the loop sees its message; one that finds it set wakes the loop.
+        self._sleeping = True
+        events = self._sel.select(self._wait())
+        self._sleeping = False
+        for key, mask in events:
             worker = key.data
             if worker is None:
                 _drain(self._wake_r)
