@@ -23,6 +23,7 @@ What the final chunk said is kept: ``finish`` (the chat route's ``finish_reason`
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -135,3 +136,22 @@ def arguments_object(arguments: Any) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
+
+
+# What a translated route makes of the chat route's events: its own events (encoded), and
+# whether the answer failed (its failure event is among them, and nothing follows).
+Events = Callable[[list[Event]], tuple[list[bytes], bool]]
+
+
+async def relay(parts: AsyncIterator[bytes], reader: ChunkReader, events: Events,
+                finish: Callable[[list[bytes]], list[bytes]]) -> AsyncIterator[bytes]:
+    """The translated stream: the events of each part of the chat stream as it comes, then,
+    unless the answer failed, what *finish* adds to the last events (the closing ones)."""
+    async for part in parts:
+        out, failed = events(reader.read(part))
+        if out:
+            yield b"".join(out)
+        if failed:
+            return
+    out, failed = events(reader.end())
+    yield b"".join(out if failed else finish(out))

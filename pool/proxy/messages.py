@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from toolcodec.pool.proxy.chat_events import ChunkReader, arguments_object
+from toolcodec.pool.proxy.chat_events import ChunkReader, arguments_object, relay
 from toolcodec.pool.proxy.translated import TranslationError
 
 _STOP = {"tool_calls": "tool_use", "length": "max_tokens", "stop": "end_turn"}
@@ -347,25 +347,20 @@ async def stream(parts: AsyncIterator[bytes], request: dict[str, Any]
                 out += close_block()
         return out, False
 
-    async for part in parts:
-        out, failed = events(reader.read(part))
-        if out:
-            yield b"".join(out)
-        if failed:
-            return
-    out, failed = events(reader.end())
-    if failed:
-        yield b"".join(out)
-        return
-    out += start() + close_block()
-    stop_reason, sequence = _stop(reader.finish, None, None, tool_uses > 0)
-    delta: dict[str, Any] = {"delta": {"stop_reason": stop_reason, "stop_sequence": sequence},
-                             "usage": _usage(reader.usage)}  # known at the end only
-    field = dict(reader.toolcodec or {})
-    if unsent:
-        field["unsent_calls"] = unsent
-    if field:
-        delta["toolcodec"] = field
-    out.append(_event("message_delta", delta))
-    out.append(_event("message_stop", {}))
-    yield b"".join(out)
+    def finish(out: list[bytes]) -> list[bytes]:
+        out += start() + close_block()
+        stop_reason, sequence = _stop(reader.finish, None, None, tool_uses > 0)
+        delta: dict[str, Any] = {"delta": {"stop_reason": stop_reason,
+                                           "stop_sequence": sequence},
+                                 "usage": _usage(reader.usage)}  # known at the end only
+        field = dict(reader.toolcodec or {})
+        if unsent:
+            field["unsent_calls"] = unsent
+        if field:
+            delta["toolcodec"] = field
+        out.append(_event("message_delta", delta))
+        out.append(_event("message_stop", {}))
+        return out
+
+    async for chunk in relay(parts, reader, events, finish):
+        yield chunk

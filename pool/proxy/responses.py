@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from toolcodec.pool.proxy.chat_events import ChunkReader
+from toolcodec.pool.proxy.chat_events import ChunkReader, relay
 from toolcodec.pool.proxy.translated import TranslationError
 
 _COPIED = ("model", "temperature", "top_p", "parallel_tool_calls", "stream", "toolcodec")
@@ -340,20 +340,14 @@ async def stream(parts: AsyncIterator[bytes], request: dict[str, Any]
                 out += close()
         return out, False
 
-    async for part in parts:
-        out, failed = events(reader.read(part))
-        if out:
-            yield b"".join(out)
-        if failed:
-            return
-    out, failed = events(reader.end())
-    if failed:
-        yield b"".join(out)
-        return
-    out += start() + close()
-    status = "incomplete" if reader.finish == "length" else "completed"
-    final = response(status)
-    if reader.toolcodec:
-        final["toolcodec"] = reader.toolcodec
-    out.append(event(f"response.{status}", {"response": final}))
-    yield b"".join(out)
+    def finish(out: list[bytes]) -> list[bytes]:
+        out += start() + close()
+        status = "incomplete" if reader.finish == "length" else "completed"
+        final = response(status)
+        if reader.toolcodec:
+            final["toolcodec"] = reader.toolcodec
+        out.append(event(f"response.{status}", {"response": final}))
+        return out
+
+    async for chunk in relay(parts, reader, events, finish):
+        yield chunk
