@@ -73,13 +73,9 @@ class Service:
                                    status=405, headers={"allow": "POST"})
             return self.answer(self.local(op, (BAD_REQUEST, f"no resource at /v1/{op}"), start),
                                status=404)
-        try:
-            body, refused = await self.read_object(request)
-        except HTTPException as exc:
-            return self.answer(self.local(op, (BAD_REQUEST, f"{exc.status_code}: {exc.detail}"),
-                                          start), status=exc.status_code)
-        if refused is not None:
-            return self.answer(self.local(op, refused, start))
+        body, refusal = await self.body_or_refusal(request, op, start, self.read_object)
+        if refusal is not None:
+            return refusal
         return self.answer(await self.run(op, body, start, request.scope.get(ARRIVED)))
 
     async def prepare(self, request: Request) -> Response:
@@ -87,37 +83,31 @@ class Service:
         tool set on every worker now, so that the decodes that use it spend their budget
         parsing (docs/http.md). Answers at once: ``{"prepared": true}``."""
         start = time.perf_counter()
-        try:
-            body, refused = await self.read_object(request)
-        except HTTPException as exc:
-            return self.answer(self.local("prepare", (BAD_REQUEST, f"{exc.status_code}: "
-                                                      f"{exc.detail}"), start),
-                               status=exc.status_code)
-        if refused is None and not isinstance(body.get("tools"), list):
-            refused = (BAD_REQUEST, "prepare needs 'tools' (a list of tool definitions)")
-        if refused is None and not isinstance(body.get("options", {}), dict):
-            refused = (BAD_REQUEST, "prepare: 'options' must be an object")
-        if refused is None and set(body) - {"tools", "options", "model"}:
-            refused = (BAD_REQUEST, f"prepare: unknown field(s) "
-                                    f"{sorted(set(body) - {'tools', 'options', 'model'})}")
-        if refused is None:
-            problem = self.model_options(body)
-            if problem is not None:
-                refused = (BAD_REQUEST, problem)
-        if refused is not None:
-            return self.answer(self.local("prepare", refused, start))
+        body, refusal = await self.body_or_refusal(request, "prepare", start, self.read_object)
+        if refusal is not None:
+            return refusal
+        problem = self.prepare_problem(body)
+        if problem is not None:
+            return self.answer(self.local("prepare", (BAD_REQUEST, problem), start))
         return _json(200, {"prepared": self.pool.prepare(body["tools"], body.get("options"))})
+
+    def prepare_problem(self, body: dict[str, Any]) -> str | None:
+        """What is wrong with a prepare body (None: nothing); a ``model`` is resolved into
+        its configured ``options`` as a decode's is."""
+        if not isinstance(body.get("tools"), list):
+            return "prepare needs 'tools' (a list of tool definitions)"
+        if not isinstance(body.get("options", {}), dict):
+            return "prepare: 'options' must be an object"
+        unknown = sorted(set(body) - {"tools", "options", "model"})
+        if unknown:
+            return f"prepare: unknown field(s) {unknown}"
+        return self.model_options(body)
 
     async def batch(self, request: Request) -> Response:
         start = time.perf_counter()
-        try:
-            body, refused = await self.read_json(request)
-        except HTTPException as exc:
-            return self.answer(self.local("batch", (BAD_REQUEST, f"{exc.status_code}: "
-                                                    f"{exc.detail}"), start),
-                               status=exc.status_code)
-        if refused is not None:
-            return self.answer(self.local("batch", refused, start))
+        body, refusal = await self.body_or_refusal(request, "batch", start, self.read_json)
+        if refusal is not None:
+            return refusal
         jobs = body.get("jobs") if isinstance(body, dict) else body
         if not isinstance(jobs, list) or not 0 < len(jobs) <= MAX_BATCH:
             return self.answer(self.local("batch", (BAD_REQUEST, "the body must be "
@@ -207,6 +197,20 @@ class Service:
         return _json(status, envelope, headers)
 
     # -- bodies ---------------------------------------------------------------------------------
+
+    async def body_or_refusal(self, request: Request, op: str, start: float, read: Any
+                              ) -> tuple[Any, Response | None]:
+        """The request's body read by *read*, or the answer that refuses it (a bad content
+        type, a body too large or not JSON), as every route that takes a body answers it."""
+        try:
+            body, refused = await read(request)
+        except HTTPException as exc:
+            return None, self.answer(self.local(op, (BAD_REQUEST, f"{exc.status_code}: "
+                                                     f"{exc.detail}"), start),
+                                     status=exc.status_code)
+        if refused is not None:
+            return None, self.answer(self.local(op, refused, start))
+        return body, None
 
     async def read_object(self, request: Request) -> tuple[Any, tuple[str, str] | None]:
         body, refused = await self.read_json(request)
