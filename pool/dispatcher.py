@@ -44,7 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from toolcodec.errors import TIMEOUT, WORKER_LOST
+from toolcodec.errors import REJECTED, TIMEOUT, WORKER_LOST
 from toolcodec.pool.admission import RunTimes
 from toolcodec.pool.frames import FrameReader, FrameWriter
 from toolcodec.worker.child import WorkerDied, WorkerProcess
@@ -405,13 +405,10 @@ class Dispatcher(threading.Thread):
 
     def _admit(self, ticket: Ticket) -> None:
         if self._closing_by is not None:
-            _settle(ticket, error_envelope(ticket.op, "rejected", "rejected",
-                                           "job not accepted: the pool is closed", reason=CLOSED))
+            _settle(ticket, _not_accepted(ticket, "the pool is closed", CLOSED))
         elif self._waiting >= self.queue_size and not self._idle:
-            _settle(ticket, error_envelope(
-                ticket.op, "rejected", "rejected",
-                f"job not accepted: queue full: {self._waiting} callers already waiting",
-                reason=QUEUE_FULL))
+            _settle(ticket, _not_accepted(
+                ticket, f"queue full: {self._waiting} callers already waiting", QUEUE_FULL))
         else:
             self._pending.append(ticket)
             self._waiting += 1
@@ -636,8 +633,7 @@ class Dispatcher(threading.Thread):
         """Answer whatever is left, stop every process and the spawner."""
         self._done = True
         for ticket in self._pending:
-            _settle(ticket, error_envelope(ticket.op, "rejected", "rejected",
-                                           f"job not accepted: {why}", reason=CLOSED))
+            _settle(ticket, _not_accepted(ticket, why, CLOSED))
         self._pending.clear()
         self._waiting = 0
         for worker in [*self._slots, *self._aside, *self._spares]:
@@ -657,8 +653,7 @@ class Dispatcher(threading.Thread):
         while self._inbox:  # a late caller or a late spawn
             message = self._inbox.popleft()
             if message[0] == "call":
-                _settle(message[1], error_envelope(message[1].op, "rejected", "rejected",
-                                                   f"job not accepted: {why}", reason=CLOSED))
+                _settle(message[1], _not_accepted(message[1], why, CLOSED))
             elif message[0] == "spawned":
                 message[1].kill()
         self._sel.close()
@@ -672,6 +667,12 @@ class Dispatcher(threading.Thread):
         live = sum(1 for w in self._slots if w is not None)
         self.counts = {"idle": idle, "busy": live - idle + len(self._aside),
                        "starting": len(self._slots) - live, "waiting": max(self._waiting, 0)}
+
+
+def _not_accepted(ticket: Ticket, why: str, reason: str) -> dict:
+    """The envelope of a job refused before it joined the line (``rejected``, *reason*)."""
+    return error_envelope(ticket.op, "rejected", REJECTED, f"job not accepted: {why}",
+                          reason=reason)
 
 
 def _settle(ticket: Ticket, out: dict) -> None:
