@@ -38,7 +38,7 @@ def strip_bidi(text: str) -> tuple[str, bool]:
 
     The very same string object is returned when there was nothing to remove.
     """
-    if _BIDI_RE.search(text) is None:
+    if text.isascii() or _BIDI_RE.search(text) is None:  # isascii: O(1), a flag of the str
         return text, False
     return _BIDI_RE.sub("", text), True
 

@@ -25,8 +25,8 @@ _VALUE_CLOSE = re.compile(r"</arg_value>|</parameter>")
 _STRING_OR_TAG = re.compile(r'["<]')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*')  # resumable: stops at '"', a cut escape
-# A quote no backslash escapes: after an even run of them (none included).
-_UNESCAPED_QUOTE = re.compile(r'(?<!\\)(?:\\\\)*"')
+# Escapes read left to right: a quote is escaped when an escape sequence takes it.
+_ESCAPE = re.compile(r"\\.", re.DOTALL)
 
 
 def tool_call_end(text: str, cur: OpenBlock, final: bool,
@@ -41,8 +41,8 @@ def tool_call_end(text: str, cur: OpenBlock, final: bool,
             cur.scan = max(cur.body_start, cur.counted, len(text) - _EDGE_MAX + 1)
             return None
         counted = max(cur.body_start, cur.counted)  # value tags counted once each
-        cur.values_open += (sum(1 for _ in _VALUE_OPEN.finditer(text, counted, m.start()))
-                            - sum(1 for _ in _VALUE_CLOSE.finditer(text, counted, m.start())))
+        cur.values_open += (len(_VALUE_OPEN.findall(text, counted, m.start()))
+                            - len(_VALUE_CLOSE.findall(text, counted, m.start())))
         cur.counted = m.start()
         if cur.values_open > 0:  # the tag is inside a GLM or Qwen value: text
             close = _VALUE_CLOSE.search(text, max(m.end(), cur.vscan))
@@ -54,8 +54,7 @@ def tool_call_end(text: str, cur: OpenBlock, final: bool,
                 cur.scan, cur.vscan = m.start(), max(m.end(), len(text) - 11)
                 return None
         body = text[cur.body_start:m.start()]
-        if not (body.lstrip()[:1] in ("{", "[")
-                and sum(1 for _ in _UNESCAPED_QUOTE.finditer(body)) % 2):
+        if not (body.lstrip()[:1] in ("{", "[") and _unescaped_quotes(body) % 2):
             closed = m.group().startswith("</")
             return (m.end() if closed else m.start()), m.start(), closed
         cur.json_aware, cur.scan = True, cur.body_start  # a closer inside a JSON string
@@ -87,3 +86,11 @@ def tool_call_end(text: str, cur: OpenBlock, final: bool,
             closed = tag.group().startswith("</")
             return (tag.end() if closed else at), at, closed
         cur.scan = at + 1
+
+
+def _unescaped_quotes(body: str) -> int:
+    """How many quotes of *body* no backslash escapes (a quote after an even run of them)."""
+    quotes = body.count('"')
+    if quotes and "\\" in body:
+        quotes -= _ESCAPE.findall(body).count('\\"')
+    return quotes
