@@ -45,7 +45,7 @@ from functools import cached_property
 from typing import Any
 
 import orjson
-from toolcodec import envelopes, native
+from toolcodec import envelopes, native, valid_path
 from toolcodec.assembly import Assembly
 from toolcodec.engine import Engine
 from toolcodec.envelopes import Block
@@ -188,6 +188,10 @@ class ToolCallCodec:
         # Read only when a <tool_call> body starts with markup: compiled then, not per tool set.
         return envelopes.compile_openers(self.registry.names())
 
+    @cached_property
+    def _bare_tool_call(self) -> bool:
+        return valid_path.names_tool_call(self._openers.parameters)
+
     @property
     def pipeline(self) -> Any:
         """The XML heuristic pipeline (built on first use so ``import toolcodec`` stays cheap)."""
@@ -211,8 +215,9 @@ class ToolCallCodec:
         """
         try:
             if isinstance(data, str):
-                return encodable_result(said(self._decode_text(data, finish_reason),
-                                             finish_reason))
+                result = valid_path.decode_valid(self, data) or self._decode_text(
+                    data, finish_reason)
+                return encodable_result(said(result, finish_reason))
             if isinstance(data, dict):
                 return encodable_result(said(self._decode_message(data, finish_reason),
                                              finish_reason))

@@ -4,7 +4,7 @@ A ``<tool_call>`` block ends at ``</tool_call>`` (also written ``</ tool_call >`
 ``<tool_call>``. A ``<tool_call>`` or ``</tool_call>`` inside a GLM ``<arg_value>`` or a Qwen
 ``<parameter=…>`` value is the value's text (the value's own close tag decides; a value never
 closed falls back to the first tag), and one inside a JSON string is the string's text when the
-body's quotes are unbalanced before it.
+body's quotes are unbalanced before it. In a JSON body, value tags are string text.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ def tool_call_end(text: str, cur: OpenBlock, final: bool,
             cur.scan = max(cur.body_start, cur.counted, len(text) - _EDGE_MAX + 1)
             return None
         counted = max(cur.body_start, cur.counted)  # value tags counted once each
-        cur.values_open += (len(_VALUE_OPEN.findall(text, counted, m.start()))
-                            - len(_VALUE_CLOSE.findall(text, counted, m.start())))
+        if not _json_head(text, cur.body_start, m.start()):  # in JSON they are string text
+            cur.values_open += (len(_VALUE_OPEN.findall(text, counted, m.start()))
+                                - len(_VALUE_CLOSE.findall(text, counted, m.start())))
         cur.counted = m.start()
         if cur.values_open > 0:  # the tag is inside a GLM or Qwen value: text
             close = _VALUE_CLOSE.search(text, max(m.end(), cur.vscan))
@@ -86,6 +87,11 @@ def tool_call_end(text: str, cur: OpenBlock, final: bool,
             closed = tag.group().startswith("</")
             return (tag.end() if closed else at), at, closed
         cur.scan = at + 1
+
+
+def _json_head(text: str, start: int, end: int) -> bool:
+    """Whether the body from *start* begins as JSON (its opener allows at most 64 blanks)."""
+    return text[start:min(end, start + 80)].lstrip()[:1] in ("{", "[")
 
 
 def _unescaped_quotes(body: str) -> int:

@@ -1,0 +1,206 @@
+"""The valid answer's short way (``toolcodec.valid_path``) answers what the engine answers.
+
+For every text it takes, its result (content, calls, repairs, errors, spans) is the general
+reading's; texts near its edges (markup in prose, closers and value tags inside strings,
+blanks past the body window, bidi controls, invalid or unknown calls) are generated on
+purpose, and the common valid shapes must be taken, not only declined.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from toolcodec.result import encodable_result
+from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.unread_markup import said
+from toolcodec.valid_path import decode_valid
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"},
+                       "unit": {"type": "string", "enum": ["c", "f"]},
+                       "days": {"type": "integer", "minimum": 1}},
+        "required": ["city"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "send_mail", "parameters": {
+        "type": "object",
+        "properties": {"to": {"type": "string"}, "body": {"type": "string"},
+                       "urgent": {"type": "boolean"},
+                       "meta": {"type": "object"}},
+        "required": ["to"]}}},
+    {"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}},
+]
+CODECS = {
+    "default": ToolCallCodec(TOOLS),
+    "hermes only": ToolCallCodec(TOOLS, formats=["hermes"]),
+    "qwen_xml only": ToolCallCodec(TOOLS, formats=["qwen_xml"]),
+    "starts in reasoning": ToolCallCodec(TOOLS, starts_in_reasoning=True),
+    "small limits": ToolCallCodec(TOOLS, limits={"max_chars": 120}),
+}
+
+
+def engine_answer(codec: ToolCallCodec, text: str, finish_reason: str | None) -> dict:
+    result = encodable_result(said(codec._decode_text(text, finish_reason), finish_reason))
+    return _whole(result)
+
+
+def _whole(result) -> dict:
+    return {**result.to_dict(), "spans": [(s.kind, s.start, s.end) for s in result.spans],
+            "call_spans": [c.span for c in result.calls]}
+
+
+def check(codec: ToolCallCodec, text: str, finish_reason: str | None = None) -> bool:
+    """Whether the short way took *text*; if it did, its answer is the engine's."""
+    short = decode_valid(codec, text)
+    if short is None:
+        return False
+    mine = _whole(encodable_result(said(short, finish_reason)))
+    assert mine == engine_answer(codec, text, finish_reason)
+    assert _whole(codec.decode(text, finish_reason=finish_reason)) == mine
+    return True
+
+
+def call_json(name: str, arguments: dict) -> str:
+    return orjson.dumps({"name": name, "arguments": arguments}).decode()
+
+
+def block(name: str, arguments: dict, before: str = "\n", after: str = "\n") -> str:
+    return f"<tool_call>{before}{call_json(name, arguments)}{after}</tool_call>"
+
+
+TAKEN = [
+    block("get_weather", {"city": "Paris"}),
+    "I'll check.\n" + block("get_weather", {"city": "Paris", "unit": "c"}) + "\n",
+    block("get_weather", {"city": "Oslo"}) + "\n" + block("send_mail", {"to": "a@b.c"}),
+    "  " + block("now", {}, before="", after="") + "  done",
+    block("send_mail", {"to": "x", "body": "<b>bold</b> & \"quoted\" \\ back"}),
+    block("send_mail", {"to": "x", "body": "שלום ✓ \u00e9"}),
+    block("get_weather", {"city": 3}),  # coerced to "3", named schema.coerce_string
+    "Just an answer, no call at all.\nSecond line.",
+    # value tags in JSON strings are text (the end rule once read the first closer as a Qwen
+    # value's text, up to the </parameter> of the next call: both calls were lost)
+    block("send_mail", {"to": "x", "body": "<parameter=x>"}) + block("send_mail", {
+        "to": "</parameter>"}),
+    "",
+    "   ",
+]
+
+
+@pytest.mark.parametrize("text", TAKEN)
+def test_the_common_valid_shapes_take_the_short_way_with_the_engines_answer(text):
+    assert check(CODECS["default"], text), "the short way declined a valid answer"
+    assert check(CODECS["hermes only"], text)
+
+
+DECLINED = {
+    "markdown in prose": "See [the docs](x).\n" + block("get_weather", {"city": "P"}),
+    "a think block": "<think>hm</think>" + block("get_weather", {"city": "P"}),
+    "an end token": block("get_weather", {"city": "P"}) + "<|im_end|>",
+    "unknown tool": block("get_forecast", {"city": "P"}),
+    "invalid arguments": block("get_weather", {"unit": "c"}),
+    "below a minimum": block("get_weather", {"city": "P", "days": 0}),
+    "extra key": block("get_weather", {"city": "P", "zip": "1"}),
+    "arguments as a string": '<tool_call>{"name": "now", "arguments": "{}"}</tool_call>',
+    "parameters key": '<tool_call>{"name": "now", "parameters": {}}</tool_call>',
+    "trailing comma": '<tool_call>{"name": "now", "arguments": {},}</tool_call>',
+    "unclosed": '<tool_call>{"name": "now", "arguments": {}}',
+    "closer in a string": block("send_mail", {"to": "x", "body": "a </tool_call> b"}),
+    "blanks past the window": block("now", {}, before=" " * 70),
+    "bidi control": block("send_mail", {"to": "x\u202e"}),
+    "spaced closer": '<tool_call>{"name": "now", "arguments": {}}</ tool_call >',
+    "a list of calls": '<tool_call>[{"name": "now", "arguments": {}}]</tool_call>',
+}
+
+
+@pytest.mark.parametrize("name", list(DECLINED))
+def test_what_it_cannot_be_sure_of_goes_to_the_engine(name):
+    assert decode_valid(CODECS["default"], DECLINED[name]) is None
+
+
+@pytest.mark.parametrize("name", ["qwen_xml only", "starts in reasoning"])
+def test_options_that_change_the_reading_decline(name):
+    assert decode_valid(CODECS[name], block("now", {})) is None
+
+
+def test_a_text_past_max_chars_declines():
+    assert decode_valid(CODECS["small limits"], block("send_mail", {"to": "x" * 200})) is None
+
+
+# -- generated texts near the edges ----------------------------------------------------------
+
+_PROSE_CHARS = st.sampled_from(list("ab yz\n\t.,:;'\"()!?-_=|*#\\/") + [
+    "<", ">", "[", "]", "{", "}", "`", "é", "\u202e", "\ud800", "ש", "\u3000", "\x85"])
+_PLAIN = st.text(st.sampled_from(list("ab yz\n\t.,:;'\"()!?-_=|*#\\/é") + ["ש", "\u3000"]),
+                 max_size=12)
+prose = _PLAIN | _PLAIN | st.lists(_PROSE_CHARS, max_size=12).map("".join) | st.sampled_from([
+    "functools", "function call", "<think>", "</think>", "<|im_end|>", "[TOOL_CALLS]",
+    "{\"name\": \"now\", \"arguments\": {}}", "```json\n", "\nget_weather\n", "Here is"])
+_STRINGS = st.text(max_size=8) | st.sampled_from([
+    "</tool_call>", "<tool_call>", "<parameter=city>", "</parameter>", "<arg_value>",
+    "\\", "\"", "c", "f", "Paris", "\u202e", "</think>"])
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-3, 5) | _STRINGS,
+                       lambda inner: st.lists(inner, max_size=2)
+                       | st.dictionaries(_STRINGS, inner, max_size=2), max_leaves=4)
+# Mostly the tool's own parameters (valid calls, or near them), sometimes anything.
+ARGUMENTS = {
+    "get_weather": st.fixed_dictionaries(
+        {"city": _STRINGS}, optional={"unit": st.sampled_from(["c", "f", "k"]),
+                                      "days": st.integers(-1, 9) | st.just("2")}),
+    "send_mail": st.fixed_dictionaries(
+        {"to": _STRINGS}, optional={"body": _STRINGS, "urgent": st.booleans() | st.just("true"),
+                                    "meta": _VALUES}),
+    "now": st.just({}) | st.dictionaries(_STRINGS, _VALUES, max_size=2),
+    "nope": st.just({}),
+}
+blanks = st.sampled_from(["", "\n", " ", "\n\n", " " * 64, " " * 65, "\u3000", "\t\r\n"])
+
+
+@st.composite
+def blocks(draw) -> str:
+    name = draw(st.sampled_from(["get_weather", "send_mail", "now", "nope"]))
+    payload = {"name": name, "arguments": draw(ARGUMENTS[name] | ARGUMENTS["now"])}
+    shape = draw(st.sampled_from(["call", "call", "call", "extra", "no args", "string args"]))
+    if shape == "extra":
+        payload["id"] = "x"
+    elif shape == "no args":
+        del payload["arguments"]
+    elif shape == "string args":
+        payload["arguments"] = orjson.dumps(payload["arguments"]).decode()
+    body = orjson.dumps(payload).decode()
+    if draw(st.integers(0, 9)) == 0 and len(body) > 2:  # damage it
+        cut = draw(st.integers(1, len(body) - 1))
+        body = body[:cut] + draw(st.sampled_from(["", ",", "'", "True", " "])) + body[cut + 1:]
+    closer = draw(st.sampled_from(["</tool_call>"] * 6 + ["</ tool_call>", ""]))
+    return f"<tool_call>{draw(blanks)}{body}{draw(blanks)}{closer}"
+
+
+texts = st.lists(prose | blocks(), max_size=5).map("".join)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(_PLAIN, blanks, _STRINGS, blanks), min_size=1, max_size=3), _PLAIN)
+def test_valid_calls_between_any_blanks_and_plain_prose(parts, tail):
+    text = "".join(f"{p}<tool_call>{b}{call_json('get_weather', {'city': c})}{a}</tool_call>"
+                   for p, b, c, a in parts) + tail
+    wide = any(len(b) - len(b.lstrip()) > 64 for _, b, _, _ in parts)
+    special = any("tool_call" in c for _, _, c, _ in parts)
+    json_blanks = all(not (b + a).strip(" \t\r\n") for _, b, _, a in parts)
+    taken = check(CODECS["default"], text)
+    if json_blanks and not wide and not special and "\u202e" not in "".join(
+            c for _, _, c, _ in parts):
+        assert taken, "the short way declined a valid answer"
+
+
+@settings(max_examples=600)
+@given(texts, st.sampled_from(list(CODECS)), st.sampled_from([None, "stop", "length"]))
+def test_whatever_it_answers_is_the_engines_answer(text, codec, finish_reason):
+    check(CODECS[codec], text, finish_reason)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(prose, blocks()), min_size=1, max_size=3))
+def test_prose_and_calls_interleaved(parts):
+    text = "".join(p + b for p, b in parts)
+    check(CODECS["default"], text)
