@@ -578,6 +578,14 @@ class ToolCallCodec:
     def _decode_message(self, message: dict[str, Any],
                         finish_reason: str | None = None) -> DecodeResult:
         msg = native.read_message(message)
+        if not msg.has_calls:
+            short = valid_path.decode_valid(self, msg.content)
+            if short is not None:
+                return _with_message_parts(short, msg)
+        return self._engine_message(msg, finish_reason)
+
+    def _engine_message(self, msg: native.NativeMessage,
+                        finish_reason: str | None = None) -> DecodeResult:
         eng = self.engine(native=msg.has_calls)
         if msg.reasoning and msg.reasoning.strip():  # split off upstream: content is no
             eng.current = None  # reasoning the prompt opened (toolcodec.stream does the same)
@@ -610,12 +618,7 @@ class ToolCallCodec:
                 asm.repairs.append("gate.mixed_formats")
             result = asm.finish("native")
             result.path = "native"
-        if msg.reasoning is not None:
-            parts = [msg.reasoning.strip(), result.reasoning or ""]
-            result.reasoning = "\n\n".join(p for p in parts if p)
-        result.errors = msg.errors + result.errors
-        result.ok = not result.errors
-        return result
+        return _with_message_parts(result, msg)
 
     def _native_call(self, nc: native.NativeCall, *,
                      cut: bool = False) -> tuple[list[Call], list[CodecError]]:
@@ -659,6 +662,16 @@ class ToolCallCodec:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _with_message_parts(result: DecodeResult, msg: native.NativeMessage) -> DecodeResult:
+    """A content's result with what the message said apart: its reasoning, its errors."""
+    if msg.reasoning is not None:
+        parts = [msg.reasoning.strip(), result.reasoning or ""]
+        result.reasoning = "\n\n".join(p for p in parts if p)
+    result.errors = msg.errors + result.errors
+    result.ok = not result.errors
+    return result
 
 
 def _envelope_pairs(value: Any) -> list[tuple[str, Any]] | None:

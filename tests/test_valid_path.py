@@ -12,6 +12,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolcodec import native
 from toolcodec.result import encodable_result
 from toolcodec.toolcodec import ToolCallCodec
 from toolcodec.unread_markup import said
@@ -204,3 +205,26 @@ def test_whatever_it_answers_is_the_engines_answer(text, codec, finish_reason):
 def test_prose_and_calls_interleaved(parts):
     text = "".join(p + b for p, b in parts)
     check(CODECS["default"], text)
+
+
+@settings(max_examples=300)
+@given(texts, st.sampled_from([None, "", "  thought  "]), st.sampled_from([None, "length"]))
+def test_a_message_without_native_calls_answers_as_the_engine_does(text, reasoning,
+                                                                    finish_reason):
+    codec = CODECS["default"]
+    message = {"role": "assistant", "content": text}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    engine = codec._engine_message(native.read_message(message), finish_reason)
+    expected = _whole(encodable_result(said(engine, finish_reason)))
+    assert _whole(codec.decode(message, finish_reason=finish_reason)) == expected
+
+
+@pytest.mark.parametrize("text", TAKEN)
+def test_messages_take_the_short_way_too(text, monkeypatch):
+    codec = CODECS["default"]
+    message = {"role": "assistant", "content": text, "reasoning_content": "why"}
+    expected = _whole(encodable_result(said(
+        codec._engine_message(native.read_message(message)))))
+    monkeypatch.setattr(codec, "_engine_message", None)  # the engine is not reached
+    assert _whole(codec.decode(message)) == expected
