@@ -131,7 +131,10 @@ class Engine(ReasoningReader, ProseReader):
             self.asm.text = self.text = ""
             text += chunk
             self.text = text
-            if not last and not self._cannot_end(chunk):
+            if last:
+                return
+            if not (self._cannot_end(chunk) if self.current is not None
+                    else self._quiet(len(text) - len(chunk))):
                 self._advance(final=False)
             return
         room = self.codec.limits.max_chars - len(text)

@@ -22,6 +22,8 @@ from toolcodec.textjson import call_pairs
 
 MAX_CANDIDATES = 32  # JSON candidates tried per stretch of prose between blocks
 CALL_MARKERS = ("functools",)  # a word before JSON in prose that says "this is a call"
+# Every proper head of a call marker: what the end of a chunk may hold of one.
+_MARKER_HEADS = tuple({m[:k] for m in CALL_MARKERS for k in range(1, len(m))})
 _MARKER_WS = 64
 _END_RUN_WINDOW = 96
 # Where an end-of-generation token may start: its first two characters, or its first at the
@@ -34,6 +36,10 @@ _END_RUN = regex.compile(r"(?:" + "|".join(
     + r")(?:[ \t\r\n]{0,8}(?:" + "|".join(
     regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True))
     + r")){0,3}[ \t\r\n]{0,16}")
+# Prose holding none of these holds no built-in opener, end-of-generation token, bracket or
+# line break (where a bare call starts): see ``_quiet``.
+_QUIET_BREAK = re.compile("[" + re.escape("".join(sorted(
+    set("<>[]{}`\r\n") | {t[0] for t in END_OF_GENERATION}))) + "]")
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
 _STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 _PY_STRUCT = re.compile(r'["\'{}\[\]]')
@@ -50,6 +56,29 @@ class _Pending:
 
 class ProseReader:
     """Prose and calls in prose, for ``Engine``."""
+
+    def _quiet(self, begin: int) -> bool:
+        """Release the new prose ``text[begin:]`` at once if nothing in it can begin markup,
+        with nothing held before it: what reading it would release (most deltas of a
+        stream), without the reading's searches. False: it must be read."""
+        text = self.text
+        if self.held is not None or self.pos != begin or _QUIET_BREAK.search(text, begin):
+            return False
+        openers = self.codec._openers
+        names, patterns = openers.names, openers.patterns
+        if names is not None and names.line_start(text, begin) >= 0:
+            return False  # a bare call may start on this line
+        blocks_only = self.tries >= MAX_CANDIDATES
+        if patterns.get(blocks_only)[1].search(text, begin) is not None:
+            return False  # an opener's head (a registered family's may be letters only)
+        cut = (patterns if names is None else openers.shared).cut
+        if cut(text, begin, len(text) + 1, blocks_only) is not None:
+            return False  # the end may be the head of an opener the next chunk completes
+        if self._keep_marker_tail(begin, len(text)) != len(text):
+            return False
+        self._content(begin, len(text))
+        self.pos = len(text)
+        return True
 
     def _candidate(self, m: Any, final: bool) -> bool:
         start = m.start()
@@ -222,7 +251,7 @@ class ProseReader:
             for marker in CALL_MARKERS:
                 if stripped.endswith(marker):
                     return end - (len(tail) - len(stripped)) - len(marker)
-        if end == len(self.text):
+        if end == len(self.text) and tail.endswith(_MARKER_HEADS):  # one C call, mostly False
             for marker in CALL_MARKERS:
                 for k in range(len(marker) - 1, 0, -1):
                     if tail.endswith(marker[:k]):
