@@ -280,7 +280,7 @@ class Engine(ReasoningReader, ProseReader):
             fence_at = at + len(window) - len(stripped)
             m = _FENCED_JSON.match(self.text, fence_at, partial=not final)
             return None if m is not None and m.partial else m is not None
-        if head is None or not (stripped[0].isalpha() or stripped[0] in "_<"):
+        if head is None or not (stripped[0].isalnum() or stripped[0] in "_<"):
             return False
         head_at = at + len(window) - len(stripped)
         ahead = self.text[head_at:head_at + HEAD_WINDOW]

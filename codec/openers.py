@@ -19,7 +19,7 @@ from typing import Any
 import regex  # partial matching: an opener cut at the end of a chunk
 from toolcodec.formats import registry
 from toolcodec.formats.marker_end import end_pattern
-from toolcodec.formats.reasoning import BY_OPENER, FRAMING, tag_rows
+from toolcodec.formats.reasoning import BY_OPENER, EXPLICIT_FRAMING, FRAMING, tag_rows
 from toolcodec.formats.table import MarkerFormat, marker_formats
 from toolcodec.opener_scan import (
     NAME_MAX,
@@ -121,7 +121,7 @@ def _shared_openers(formats: frozenset[str] | None, named: bool) -> _Shared:
     """The openers for *formats*: with *named*, the tool-name openers with any name in the
     name's place; else none. Compiled when first searched (a few milliseconds), once."""
     markers = {t: f for f in marker_formats(formats) for t in f.openers}
-    tokens = list(markers) + list(BY_OPENER) + list(FRAMING)
+    tokens = list(markers) + list(BY_OPENER) + list(FRAMING) + list(EXPLICIT_FRAMING)
     # A cut opener is shorter than a whole one: at most the longest token past the blanks
     # the start marker allows, or a bare call's head (name, blanks, parameter tag).
     longest = max(map(len, tokens)) + 2 * BODY_WS + 2 * NAME_MAX + 64
@@ -146,12 +146,25 @@ def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
     parts.append(rf"<(?P<reason_tag>{tags})[ \t\r\n]{{0,8}}>")
     if fixed:
         parts.append(rf"<(?P<fixed>{'|'.join(fixed)})[ \t\r\n]{{0,8}}>")
+    markers = {t: f for f in marker_formats(formats) for t in f.openers}
+    # A token that extends an enabled marker's opener (Muse Glimmer's `<|start|>assistant
+    # to=user<|message|>`, harmony's `<|start|>assistant to=`) is not read: cut after the
+    # opener, the stream could not tell which it is, and must decide as decode does. (An
+    # opener that needs a body waits for it, and so for the longer token: Functionary's >>>.)
+    extends = [t for t, f in markers.items() if not f.at_start and not f.needs_body]
+
+    def free(token: str) -> bool:
+        return not any(token.startswith(o) and token != o for o in extends)
+
     tokens = sorted((t for t, f in BY_OPENER.items() if not f.tag and not f.prefill_only
                      and (not f.format or on(f.format))
-                     and (not f.explicit or formats is not None and f.format in formats)),
+                     and (not f.explicit or formats is not None and f.format in formats)
+                     and free(t)),
                     key=len, reverse=True)
     parts.append("(?P<reason_token>" + "|".join(regex.escape(t) for t in tokens) + ")")
-    framing = sorted((t for t, fmt in FRAMING.items() if on(fmt)), key=len, reverse=True)
+    framing = [t for t, fmt in FRAMING.items() if on(fmt) and free(t)]
+    framing += [t for t, fmt in EXPLICIT_FRAMING.items() if formats is not None and fmt in formats]
+    framing.sort(key=len, reverse=True)
     if framing:
         parts.append("(?P<framing>" + "|".join(regex.escape(t) for t in framing) + ")")
     if on("qwen_xml", "functionary"):
@@ -159,7 +172,6 @@ def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
     candidates = len(parts)
     if on("json"):
         parts.append(_JSON_OPENER)
-    markers = {t: f for f in marker_formats(formats) for t in f.openers}
     start_tokens = [t for t, f in markers.items() if f.at_start]
     anywhere = [t for t, f in markers.items() if not f.at_start]
     if anywhere:

@@ -34,6 +34,7 @@ TOOLS = [
         "metadata": {"type": "object", "additionalProperties": {"type": "string"}}}}},
 ]
 NS = "]<]minimax[>["  # MiniMax-M3's tag prefix
+HY3, HY4 = ":opensource", ":6124c78e"  # Hunyuan checkpoints' token suffixes
 CODEC = ToolCallCodec(TOOLS)
 
 # (origin, format id, output, calls, content, reasoning)
@@ -178,6 +179,30 @@ CASES = [
     ("vLLM tests/tool_parsers/test_hy_v3_tool_parser.py: test_content_before", "tool_calls",
      "Checking.<tool_calls>\n<tool_call>get_current_date<tool_sep>\n</tool_call>\n"
      "</tool_calls>", [("get_current_date", {})], "Checking.", None),
+    # Suffixed tokens: Hy3's official ":opensource", HY4's per-checkpoint suffix
+    ("vLLM tests/tool_parsers/test_hy_v4_tool_parser.py: values_typed_from_schema "
+     "(SUFFIX = \":opensource\")", "tool_calls",
+     f"sure!<tool_calls{HY3}><tool_call{HY3}>get_weather<arg_key{HY3}>city</arg_key{HY3}>"
+     f"<arg_value{HY3}>Beijing</arg_value{HY3}><arg_key{HY3}>date</arg_key{HY3}>"
+     f"<arg_value{HY3}>2026-03-30</arg_value{HY3}></tool_call{HY3}></tool_calls{HY3}>",
+     [("get_weather", {"city": "Beijing", "date": "2026-03-30"})], "sure!", None),
+    ("Hy3's official chat template envelope (as MLX's Hy3 official-markers tests pin it: "
+     "<tool_sep:opensource>, layout line breaks)", "tool_calls",
+     f"Checking the forecast now. <tool_calls{HY3}>\n<tool_call{HY3}>get_weather"
+     f"<tool_sep{HY3}>\n<arg_key{HY3}>city</arg_key{HY3}><arg_value{HY3}>Tokyo"
+     f"</arg_value{HY3}>\n</tool_call{HY3}>\n</tool_calls{HY3}>",
+     [("get_weather", {"city": "Tokyo"})], "Checking the forecast now.", None),
+    ("Hy4-preview's chat template, a tool turn as its GGUF's template renders it (checkpoint "
+     "suffix :6124c78e)", "tool_calls",
+     f"<tool_calls{HY4}><tool_call{HY4}>read_file<arg_key{HY4}>path</arg_key{HY4}>"
+     f"<arg_value{HY4}>x.c</arg_value{HY4}></tool_call{HY4}></tool_calls{HY4}>",
+     [("read_file", {"path": "x.c"})], "", None),
+    ("vLLM tests/tool_parsers/test_hy_v4_tool_parser.py: multiple_calls_keep_their_order "
+     "(suffix :6124c78e, from Hy4-preview)", "tool_calls",
+     f"<tool_calls{HY4}><tool_call{HY4}>get_weather<arg_key{HY4}>city</arg_key{HY4}>"
+     f"<arg_value{HY4}>A</arg_value{HY4}></tool_call{HY4}><tool_call{HY4}>get_current_date"
+     f"</tool_call{HY4}></tool_calls{HY4}>",
+     [("get_weather", {"city": "A"}), ("get_current_date", {})], "", None),
 ]
 
 
@@ -253,6 +278,8 @@ def test_a_hunyuan_word_in_prose_stays_prose() -> None:
     ("kimi_k2", ["kimi_k2"]), ("glm45", ["glm"]), ("minimax_m2", ["minimax"]),
     ("seed_oss", ["seed_oss"]), ("openai", ["harmony"]), ("hy_v3", ["tool_calls"]),
     ("cohere_command4", ["cohere"]), ("nemotron_nano_v2", ["nemotron"]),
+    ("hy_v4", ["tool_calls"]), ("ernie45", ["hermes", "ernie45"]),
+    ("muse_glimmer", ["muse_glimmer"]),
 ])
 def test_vllm_parser_names_are_presets(name, formats) -> None:
     assert PRESETS[name]["formats"] == formats
@@ -493,3 +520,83 @@ def test_granite_thought_process_is_reasoning_only_when_granite_is_named() -> No
         check(granite, text, [text[:cut], text[cut:]])
     prose = "Here is my thought process:\n1. read the file\nHere is my response: done."
     assert CODEC.decode(prose).to_dict()["content"] == prose
+
+
+def test_hunyuan_suffixed_tokens_mixed_with_plain_ones_are_refused() -> None:
+    """Which tokens are markup is not written when a block mixes spellings: said, not
+    guessed; a value closed by its call's end keeps the token as the model wrote it."""
+    text = (f"<tool_calls{HY4}><tool_call{HY4}>get_weather<arg_key{HY4}>city</arg_key{HY4}>"
+            f"<arg_value{HY4}>Tok</arg_value></tool_call{HY4}></tool_calls{HY4}>")
+    r = CODEC.decode(text)
+    assert r.calls == [] and r.errors[0].code == "invalid_xml" and r.content == text
+    assert text[r.errors[0].details["position"]:].startswith("</arg_value>")
+    kept = text.replace("</arg_value>", f"</arg_key{HY4}>")
+    r = CODEC.decode(kept)
+    assert _calls(r) == [("get_weather", {"city": f"Tok</arg_key{HY4}>"})]
+    # a summary line that names tools is prose
+    prose = "<tool_calls: read_file, write_file> were called"
+    assert CODEC.decode(prose).to_dict()["content"] == prose
+
+
+@pytest.mark.parametrize("preset, text, calls, content, reasoning", [
+    # vLLM tests/reasoning/test_hunyuan_reasoning_parser.py: simple_reasoning
+    ("hunyuan", "<think>\nThis is a reasoning section\n</think>\n<answer>\nThis is the rest\n"
+     "</answer>", [], "This is the rest", "This is a reasoning section"),
+    # SGLang's Hunyuan detector: the calls inside the answer
+    ("hunyuan", '<think>\nweather?\n</think>\n<answer>\nLet me check.<tool_calls>[{"name": '
+     '"get_weather", "arguments": {"city": "Paris"}}]</tool_calls>\n</answer>',
+     [("get_weather", {"city": "Paris"})], "Let me check.", "weather?"),
+    # MLX's Hy3 official-markers tests: the high-effort prompt opened <think:opensource>
+    ("hy3-thinking", f"planning the answer</think{HY3}>The answer is 4.", [], "The answer is 4.",
+     "planning the answer"),
+    # vLLM's ERNIE 4.5 reasoning parser (its docstring's format), the Thinking model
+    ("ernie-4.5-thinking", "abc\n</think>\n\n<response>\ndef\n</response>\n", [], "def", "abc"),
+    # vLLM tests/tool_parsers/test_ernie45_moe_tool_parser.py: tool_call_with_content_before
+    ("ernie-4.5-thinking", 'I need to call a tool.\n</think>\n\n<tool_call>\n{"name": '
+     '"get_weather", "arguments": {"city": "Beijing"}}\n</tool_call>\n',
+     [("get_weather", {"city": "Beijing"})], "", "I need to call a tool."),
+    # the answer, then a call beside it: the answer is content as written
+    ("ernie-4.5", '<response>\nUse <tool_call> tags.\n</response>\n<tool_call>\n{"name": '
+     '"get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>',
+     [("get_weather", {"city": "Oslo"})], "Use <tool_call> tags.", None),
+    # Muse Glimmer (vLLM reasoning/muse_glimmer_utils.py's messages; the prompt ends with
+    # <|start|>assistant): reasoning to=self, answer to=user
+    ("muse-glimmer", " to=self<|message|>Easy.<|eom|><|start|>assistant to=user<|message|>"
+     "It is sunny.<|eot|>", [], "It is sunny.", "Easy."),
+    # a public Muse-Glimmer-30B tool-parser test vector: the call message to=functions
+    ("muse-glimmer", ' to=self<|message|>Need the weather.<|eom|><|start|>assistant '
+     'to=functions<|message|><atem:function_calls><atem:invoke name="get_weather">'
+     '<atem:parameter name="city">Paris</atem:parameter></atem:invoke></atem:function_calls>'
+     "<|eom|>", [("get_weather", {"city": "Paris"})], "", "Need the weather."),
+    ("muse-glimmer", 'to=functions<|message|><atem:function_calls><atem:invoke name="lookup">'
+     '<atem:parameter name="query">x</atem:parameter></atem:invoke></atem:function_calls>'
+     "<|eot|>", [("lookup", {"query": "x"})], "", None),
+])
+def test_answer_wrappers_and_headers_with_the_familys_preset(preset, text, calls, content,
+                                                            reasoning) -> None:
+    codec = ToolCallCodec(TOOLS, **PRESETS[preset])
+    r = codec.decode(text)
+    assert r.ok, r.errors
+    assert (_calls(r), r.content, r.reasoning) == (calls, content, reasoning)
+    for cut in range(len(text) + 1):
+        check(codec, text, [text[:cut], text[cut:]])
+
+
+@pytest.mark.parametrize("text", [
+    "Put the final answer in <answer></answer> tags.",
+    "The API returns <response>ok</response> on success.",
+])
+def test_answer_wrappers_are_text_unless_the_family_is_named(text) -> None:
+    assert CODEC.decode(text).to_dict()["content"] == text
+    assert ToolCallCodec(TOOLS, formats=["hermes"]).decode(text).to_dict()["content"] == text
+
+
+def test_muse_headers_with_every_format_on_are_harmonys_and_said() -> None:
+    """`<|start|>assistant to=` opens gpt-oss's recipient header when harmony is read: Muse
+    Glimmer's framed headers are read with its preset (formats=["muse_glimmer"]); with every
+    format on, the block is harmony's, and what it cannot read is said, never dropped."""
+    text = " to=self<|message|>Easy.<|eom|><|start|>assistant to=user<|message|>Sunny.<|eot|>"
+    r = CODEC.decode(text)
+    assert not r.ok and r.reasoning == "Easy." and "Sunny." in r.content
+    for cut in range(len(text) + 1):
+        check(CODEC, text, [text[:cut], text[cut:]])

@@ -19,6 +19,8 @@ from typing import Any
 
 import toolcodec as codec
 from toolcodec.errors import BAD_REQUEST, TIMEOUT, json_kind
+from toolcodec.formats import registry as families
+from toolcodec.formats.table import marker_formats
 from toolcodec.limits import Limits
 from toolcodec.toolcodec import ToolCallCodec, cached_codec, codec_for
 from toolcodec.tools import InvalidToolsError
@@ -198,9 +200,11 @@ def _op_decode_block(payload: dict) -> dict:
         raise BadRequest(f"decode_block needs fmt (one of {list(BLOCK_KINDS)}) and body "
                          "[start, end] inside text", "payload")
     tag = payload.get("tag") if isinstance(payload.get("tag"), str) else None
+    families.load_entry_points()  # installed families, as a codec built here would
     if fmt == "marker" and tag not in _marker_tokens():
-        raise BadRequest("decode_block: a marker block's tag must be a marker format's opening "
-                         "token (toolcodec.formats.table)", "payload.tag")
+        raise BadRequest("decode_block: a marker block's tag must be the opening token of a "
+                         "marker format this worker reads (toolcodec.formats.table, or a "
+                         "family registered before the worker started)", "payload.tag")
     delay = payload.get("_sleep_s")  # fault injection only: a slow block, for tests
     if delay is not None and os.environ.get(FAULT_ENV) == "1" and _is_number(delay):
         time.sleep(min(float(delay), 60.0))
@@ -219,9 +223,11 @@ BLOCK_KINDS = ("tool_call", "tool_element", "function", "tool_tag", "bare_tag", 
 
 @lru_cache(maxsize=1)
 def _marker_tokens() -> frozenset[str]:
-    from toolcodec.formats.table import MARKER_FORMATS
+    """Every marker format's openers, registered families' included."""
+    return frozenset(token for fmt in marker_formats(None) for token in fmt.openers)
 
-    return frozenset(token for fmt in MARKER_FORMATS for token in fmt.openers)
+
+families.on_change(_marker_tokens.cache_clear)  # a family registered in this process
 
 
 def _op_validate_result(payload: dict) -> dict:

@@ -7,7 +7,9 @@
     </atem:function_calls>
 
 Values are raw text, typed by the schema (``toolcodec.formats.invoke``). The model's
-addressed message headers (``<|start|>assistant to=…<|message|>``) are not read here.
+addressed message headers (``<|start|>assistant to=RECIPIENT<|message|>…<|eom|>``, harmony's
+shape) are rows of ``toolcodec.formats.reasoning``: ``to=self`` reasoning, ``to=user`` the
+answer, ``to=functions`` framing before this block.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ from typing import Any
 _QWEN3 = {"formats": ["hermes", "qwen_xml"]}
 _DEEPSEEK_V3 = {"formats": ["deepseek", "deepseek_dsml"]}
 _KIMI_K3 = {"formats": ["kimi_k3"], "starts_in_reasoning": "kimi_k3"}
+_HUNYUAN = {"formats": ["tool_calls"]}
+_ERNIE45 = {"formats": ["hermes", "ernie45"]}
+_MUSE = {"formats": ["muse_glimmer"]}
 
 # Family presets: the formats each family's chat template renders calls in, and whether the
 # template opens the reasoning in the prompt (the output then starts inside <think>).
@@ -44,18 +47,28 @@ FAMILY_PRESETS: dict[str, dict[str, Any]] = {
     "functionary": {"formats": ["functionary", "functionary_v32"]},
     "cohere": {"formats": ["cohere"]},  # Command R7B, Command A
     "nemotron": {"formats": ["nemotron"]},  # Nemotron Nano v2: <TOOLCALL>[…]</TOOLCALL>
-    "hunyuan": {"formats": ["tool_calls"]},  # Hunyuan A13B (JSON) and HY3 (<tool_sep>)
-    "solar-open": {"formats": ["solar_open"]},
+    # Hunyuan A13B (JSON, its answer wrapped in <answer>: read when tool_calls is named),
+    # HY3 (<tool_sep>), HY4, and their checkpoints' suffixed tokens (<tool_calls:opensource>)
+    "hunyuan": _HUNYUAN,
+    # Hy3 at high reasoning effort: the prompt ends with <think:opensource>
+    "hy3-thinking": {"formats": ["tool_calls"], "starts_in_reasoning": "hunyuan"},
+    # ERNIE 4.5: Hermes calls beside the answer's <response>…</response>; the Thinking
+    # models' prompt opens <think>
+    "ernie-4.5": _ERNIE45,
+    "ernie-4.5-thinking": {"formats": ["hermes", "ernie45"], "starts_in_reasoning": True},
+    # Muse Glimmer: messages to=self (reasoning), to=user (answer), to=functions (ATEM calls)
+    "muse-glimmer": _MUSE,
+    "solar-open": {"formats": ["solar_open"]},  # <|tool_call:start|>NAME, <|tool_arg:…|>
     # Granite 3.x: <|tool_call|>[…]; 3.2's "Here is my thought process:" … "Here is my
     # response:" is reasoning (read only when granite is named)
-    "granite": {"formats": ["granite"]},  # <|tool_call:start|>NAME, <|tool_arg:…|>
+    "granite": {"formats": ["granite"]},
     # Apriel 1.5/1.6 Thinker: the prompt ends with "Here are my reasoning steps:\n"
     "apriel": {"formats": ["tool_calls"], "starts_in_reasoning": "apriel"},
 }
 
 # vLLM's --tool-call-parser names, for the formats each parser reads.
 VLLM_PARSERS: dict[str, dict[str, Any]] = {
-    "hermes": {"formats": ["hermes"]}, "ernie45": {"formats": ["hermes"]},
+    "hermes": {"formats": ["hermes"]}, "ernie45": _ERNIE45,
     "granite4": {"formats": ["hermes"]},
     "qwen3_coder": _QWEN3, "qwen3_xml": _QWEN3, "mimo": _QWEN3,
     "llama3_json": {"formats": ["llama", "json"]},
@@ -81,7 +94,8 @@ VLLM_PARSERS: dict[str, dict[str, Any]] = {
     "functiongemma": {"formats": ["functiongemma"]}, "gemma4": {"formats": ["gemma4"]},
     "apertus": {"formats": ["apertus"]},
     "minicpm5": {"formats": ["minicpm"]},
-    "hunyuan_a13b": {"formats": ["tool_calls"]}, "hy_v3": {"formats": ["tool_calls"]},
+    "hunyuan_a13b": _HUNYUAN, "hy_v3": _HUNYUAN, "hy_v4": _HUNYUAN,
+    "muse_glimmer": _MUSE,
     "cohere_command3": {"formats": ["cohere"]}, "cohere_command4": {"formats": ["cohere"]},
     "nemotron_nano_v2": {"formats": ["nemotron"]},
     "solar_open2": {"formats": ["solar_open"]},

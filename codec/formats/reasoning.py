@@ -69,6 +69,16 @@ def _k3_close(name: str) -> str:
     return f"<|close|>{name}<|sep|>"
 
 
+_HY3_THINK = "<think:opensource>"
+_MUSE_ENDS = ("<|eom|>", "<|eot|>")
+
+
+def _muse(recipient: str) -> tuple[str, ...]:
+    """A Muse Glimmer message header to ``recipient``: a new message, or the first one, whose
+    ``<|start|>assistant`` the generation prompt wrote."""
+    return (f"<|start|>assistant to={recipient}<|message|>", f"to={recipient}<|message|>")
+
+
 REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
     ReasoningFormat("think", ("<think>",), ("</think>",), tag=True,
                     calls_end_prefill=(("<tool_call>", "</tool_call>"),)),
@@ -104,6 +114,18 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
     ReasoningFormat("cohere", ("<|START_THINKING|>",), ("<|END_THINKING|>",), format="cohere"),
     ReasoningFormat("cohere_response", ("<|START_RESPONSE|>", "<|START_TEXT|>"),
                     ("<|END_RESPONSE|>", "<|END_TEXT|>"), kind="content", format="cohere"),
+    # Hunyuan Hy3's think tokens carry the checkpoint's suffix; its high-effort generation
+    # prompt opens the section (starts_in_reasoning="hunyuan", the hy3-thinking preset)
+    ReasoningFormat("hunyuan", (_HY3_THINK,), ("</think:opensource>",), format="tool_calls"),
+    # ERNIE 4.5: the answer after </think> is wrapped in <response>…</response>; calls are
+    # written beside it. Ordinary words: read only when formats= names ernie45 (its presets)
+    ReasoningFormat("ernie45_response", ("<response>",), ("</response>",), kind="content",
+                    format="ernie45", explicit=True),
+    # Muse Glimmer addresses each message, as harmony does: to=self is its reasoning, to=user
+    # its answer (the prompt ends with <|start|>assistant; tool calls: FRAMING below)
+    ReasoningFormat("muse_glimmer", _muse("self"), _MUSE_ENDS, format="muse_glimmer"),
+    ReasoningFormat("muse_glimmer_user", _muse("user"), _MUSE_ENDS, kind="content",
+                    format="muse_glimmer"),
 )
 
 # Structure that is neither content nor a call, and the call format it belongs to.
@@ -119,7 +141,15 @@ FRAMING: dict[str, str] = {
     # token too: never content
     **{t: "kimi_k3" for t in (_k3_open("response"), _k3_close("response"),
                               _k3_close("message"), "<|end_of_msg|>", _k3_close("think"))},
+    "</think:opensource>": "tool_calls",
+    # Muse Glimmer's header of a message to its tools (its ATEM block follows), and the end
+    # of a message
+    **dict.fromkeys(_muse("functions") + ("<|eom|>",), "muse_glimmer"),
 }
+# Framing of ordinary words, read only when ``formats=`` names its format: Hunyuan A13B's
+# answer wrapper (its calls are written inside it), for formats=["tool_calls"] (the hunyuan
+# preset); elsewhere <answer> is text as written.
+EXPLICIT_FRAMING: dict[str, str] = {"<answer>": "tool_calls", "</answer>": "tool_calls"}
 
 # Every row by id and by opener, registered families' rows included (``add_rows``).
 BY_ID = {f.id: f for f in REASONING_FORMATS}

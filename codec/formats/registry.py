@@ -74,7 +74,7 @@ def register(family: Family) -> None:
         if family.id in table.format_ids() or family.id in _registered:
             raise ValueError(f"a format with id {family.id!r} already exists")
         taken = {t for f in table.marker_formats(None) for t in f.openers}
-        taken |= set(reasoning.BY_OPENER) | set(reasoning.FRAMING)
+        taken |= set(reasoning.BY_OPENER) | set(reasoning.FRAMING) | set(reasoning.EXPLICIT_FRAMING)
         mine = [t for m in family.markers for t in m.openers]
         mine += [t for r in family.reasoning for t in r.openers] + list(family.framing)
         clash = sorted(taken & set(mine))

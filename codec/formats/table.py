@@ -139,6 +139,11 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
     # Hunyuan A13B (a JSON list) and HY3 (<tool_call>NAME<tool_sep>…, toolcodec.formats.hunyuan)
     MarkerFormat("tool_calls", ("<tool_calls>",), ("</tool_calls>",), body="tool_calls",
                  needs_body=hunyuan.HEAD),
+    # Hy3 and HY4 checkpoints' tokens with a suffix (<tool_calls:opensource>,
+    # <tool_calls:6124c78e>): the suffix is read from the opener, the end rule and reader use it
+    MarkerFormat("tool_calls", (hunyuan.SUFFIXED_OPENER,), body=hunyuan.read_suffixed,
+                 needs_body=hunyuan.SUFFIXED_HEAD, end=hunyuan.suffixed_end,
+                 call_ends=("</tool_call:opensource>",)),
     # Functionary v3.2: >>>NAME⏎{json}, to the end of the value or the next >>>
     MarkerFormat("functionary_v32", (functionary.OPENER,), body="functionary",
                  open_ended=True, next_opener_ends=True, needs_body=functionary.HEAD),
@@ -190,6 +195,9 @@ MARKER_FORMATS: tuple[MarkerFormat, ...] = (
 BUILTIN = ("hermes", "qwen_xml", "glm", "tool_tag", "yaml_tag", "tool_element", "json",
            "pythonic", "functionary")
 ALL_FORMATS = tuple(dict.fromkeys(BUILTIN + tuple(f.id for f in MARKER_FORMATS)))
+# Formats with answer markers and no calls of their own (``toolcodec.formats.reasoning``):
+# ERNIE 4.5's <response>, read only when named; its calls are Hermes'.
+ANSWER_FORMATS = ("ernie45",)
 
 # Tokens a server may leave at the very end of a generation; never part of a call's body, and
 # kept out of ``content`` when they close the output (``text.end_token_dropped``).
@@ -212,7 +220,7 @@ def marker_formats(enabled: frozenset[str] | None) -> tuple[MarkerFormat, ...]:
 
 def format_ids() -> tuple[str, ...]:
     """Every format id ``formats=`` accepts: the built-in ones, then the registered ones."""
-    return tuple(dict.fromkeys(ALL_FORMATS + tuple(f.id for f in _REGISTERED)))
+    return tuple(dict.fromkeys(ALL_FORMATS + ANSWER_FORMATS + tuple(f.id for f in _REGISTERED)))
 
 
 def add_markers(markers: tuple[MarkerFormat, ...]) -> None:
