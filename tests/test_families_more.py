@@ -594,9 +594,11 @@ def test_answer_wrappers_are_text_unless_the_family_is_named(text) -> None:
 def test_muse_headers_with_every_format_on_are_harmonys_and_said() -> None:
     """`<|start|>assistant to=` opens gpt-oss's recipient header when harmony is read: Muse
     Glimmer's framed headers are read with its preset (formats=["muse_glimmer"]); with every
-    format on, the block is harmony's, and what it cannot read is said, never dropped."""
+    format on, the block is harmony's, and what it cannot read is said, never dropped; the
+    first header, ordinary letters (`to=self`), is not read unless the family is named."""
     text = " to=self<|message|>Easy.<|eom|><|start|>assistant to=user<|message|>Sunny.<|eot|>"
     r = CODEC.decode(text)
-    assert not r.ok and r.reasoning == "Easy." and "Sunny." in r.content
+    assert not r.ok and r.reasoning is None and "Sunny." in r.content
+    assert r.content.startswith("to=self<|message|>Easy.")
     for cut in range(len(text) + 1):
         check(CODEC, text, [text[:cut], text[cut:]])

@@ -122,10 +122,13 @@ REASONING_FORMATS: tuple[ReasoningFormat, ...] = (
     ReasoningFormat("ernie45_response", ("<response>",), ("</response>",), kind="content",
                     format="ernie45", explicit=True),
     # Muse Glimmer addresses each message, as harmony does: to=self is its reasoning, to=user
-    # its answer (the prompt ends with <|start|>assistant; tool calls: FRAMING below)
-    ReasoningFormat("muse_glimmer", _muse("self"), _MUSE_ENDS, format="muse_glimmer"),
+    # its answer (the prompt ends with <|start|>assistant; tool calls: EXPLICIT_FRAMING
+    # below). Read only when formats= names muse_glimmer (its preset): its first header is
+    # ordinary letters (to=…), which prose is full of, and its full ones extend harmony's.
+    ReasoningFormat("muse_glimmer", _muse("self"), _MUSE_ENDS, format="muse_glimmer",
+                    explicit=True),
     ReasoningFormat("muse_glimmer_user", _muse("user"), _MUSE_ENDS, kind="content",
-                    format="muse_glimmer"),
+                    format="muse_glimmer", explicit=True),
 )
 
 # Structure that is neither content nor a call, and the call format it belongs to.
@@ -142,14 +145,14 @@ FRAMING: dict[str, str] = {
     **{t: "kimi_k3" for t in (_k3_open("response"), _k3_close("response"),
                               _k3_close("message"), "<|end_of_msg|>", _k3_close("think"))},
     "</think:opensource>": "tool_calls",
-    # Muse Glimmer's header of a message to its tools (its ATEM block follows), and the end
-    # of a message
-    **dict.fromkeys(_muse("functions") + ("<|eom|>",), "muse_glimmer"),
+    "<|eom|>": "muse_glimmer",  # Muse Glimmer's end of a message
 }
 # Framing of ordinary words, read only when ``formats=`` names its format: Hunyuan A13B's
 # answer wrapper (its calls are written inside it), for formats=["tool_calls"] (the hunyuan
-# preset); elsewhere <answer> is text as written.
-EXPLICIT_FRAMING: dict[str, str] = {"<answer>": "tool_calls", "</answer>": "tool_calls"}
+# preset), elsewhere <answer> is text as written; Muse Glimmer's header of a message to its
+# tools (its ATEM block follows).
+EXPLICIT_FRAMING: dict[str, str] = {"<answer>": "tool_calls", "</answer>": "tool_calls",
+                                    **dict.fromkeys(_muse("functions"), "muse_glimmer")}
 
 # Every row by id and by opener, registered families' rows included (``add_rows``).
 BY_ID = {f.id: f for f in REASONING_FORMATS}
