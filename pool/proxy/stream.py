@@ -40,9 +40,41 @@ from toolcodec.pool.proxy.upstream import UpstreamError, read_body, shape_proble
 DONE = b"data: [DONE]\n\n"
 HEARTBEAT = b": keep-alive\n\n"
 _END = object()  # the reader's last item
+_TICK = object()  # the ticker's: a heartbeat is due, or the deadline has passed
 # After upstream's [DONE] the end of its body is due at once: waited for this long (in the
 # background) so that the connection can be reused rather than closed.
 _DONE_LINGER = 1.0
+
+
+class _Ticker:
+    """Puts ``_TICK`` in the relay's queue when nothing has come from upstream for
+    ``heartbeat`` seconds (the relay then sends a keep-alive) and once the deadline has
+    passed; ``last`` is when upstream's latest chunks were queued."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any],
+                 heartbeat: float, until: float) -> None:
+        self.loop, self.queue, self.heartbeat, self.until = loop, queue, heartbeat, until
+        self.last = loop.time()
+        self._timer: asyncio.TimerHandle | None = loop.call_at(self._due(), self._tick)
+
+    def _due(self) -> float:
+        return min(self.last + self.heartbeat, self.until)
+
+    def _tick(self) -> None:
+        now = self.loop.time()
+        if now >= self._due():
+            if self.queue.empty():  # else the relay has items to take, and looks again
+                self.queue.put_nowait(_TICK)
+            self.last = now  # the next heartbeat is one period from this one
+            if now >= self.until:
+                self._timer = None
+                return
+        self._timer = self.loop.call_at(self._due(), self._tick)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 def _sse(body: dict[str, Any]) -> bytes:
@@ -94,27 +126,24 @@ class Relay:
     async def _run(self) -> AsyncIterator[bytes]:
         config = self.proxy.config
         queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
-        reader = asyncio.create_task(self._read(queue, config.max_upstream_body))
         loop = asyncio.get_running_loop()
+        # One timer for the heartbeat and the deadline, moved only when it fires (not a
+        # timeout scope per chunk: that was a timer set and cancelled for every delta).
+        ticker = _Ticker(loop, queue, config.heartbeat, self.until)
+        reader = asyncio.create_task(self._read(queue, config.max_upstream_body, ticker))
         ended = False  # upstream's stream ended as it should
         sent = False  # bytes went to the client
         try:
             while True:
-                left = self.until - loop.time()
-                if left <= 0:
+                if loop.time() >= self.until:
                     self.failure = ("upstream_deadline", f"the request's overall deadline of "
                                     f"{config.deadline:g} s passed; the stream was cut")
                     break
-                if queue.empty():
-                    try:  # a timeout scope, not wait_for: no task per chunk
-                        async with asyncio.timeout(min(config.heartbeat, left)):
-                            item = await queue.get()
-                    except TimeoutError:
-                        if loop.time() < self.until:
-                            yield HEARTBEAT
-                        continue
-                else:
-                    item = queue.get_nowait()
+                item = await queue.get() if queue.empty() else queue.get_nowait()
+                if item is _TICK:  # nothing from upstream for a heartbeat, or the deadline
+                    if loop.time() < self.until:
+                        yield HEARTBEAT
+                    continue
                 # The chunks that have arrived meanwhile (the reader's lists: those read
                 # together) go out together: one write, not one per chunk (upstreams send a
                 # few characters per chunk). The stream's first bytes go at once, alone: the
@@ -127,12 +156,13 @@ class Relay:
                     if isinstance(item, tuple):  # the reader failed: (code, message)
                         self.failure = item
                         break
-                    for chunk in item:  # the chunks that arrived together
-                        out += await self._chunk(chunk)
-                        if out and not sent:
-                            sent = True
-                            yield b"".join(out)
-                            out = []
+                    if item is not _TICK:  # a tick among items: they keep the stream alive
+                        for chunk in item:  # the chunks that arrived together
+                            out += await self._chunk(chunk)
+                            if out and not sent:
+                                sent = True
+                                yield b"".join(out)
+                                out = []
                     if queue.empty():
                         break
                     item = queue.get_nowait()
@@ -142,13 +172,14 @@ class Relay:
                 if ended or self.failure is not None:
                     break
         finally:
+            ticker.stop()
             reader.cancel()
             await self.response.aclose(linger=_DONE_LINGER if ended else 0.0)
         for out in await self._close():
             yield out
         yield DONE
 
-    async def _read(self, queue: asyncio.Queue[Any], limit: int) -> None:
+    async def _read(self, queue: asyncio.Queue[Any], limit: int, ticker: _Ticker) -> None:
         kind = self.response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "application/json":
             await self._read_whole(queue, limit)
@@ -160,11 +191,11 @@ class Relay:
                 for data in datas:
                     if not data:
                         continue
-                    if data == "[DONE]":
+                    if data == b"[DONE]":
                         done = True
                         break
                     try:
-                        chunk = orjson.loads(data)
+                        chunk = _loads(data)
                     except orjson.JSONDecodeError:
                         if batch:
                             await queue.put(batch)
@@ -175,6 +206,7 @@ class Relay:
                         finished = finished or _finishes(chunk)
                         batch.append(chunk)
                 if batch:
+                    ticker.last = ticker.loop.time()
                     await queue.put(batch)
                 if done:
                     break
@@ -354,11 +386,23 @@ class Relay:
         metrics.count(True, outcome, result)
 
 
+def _loads(data: bytes) -> Any:
+    """An SSE line's JSON; bytes that are not UTF-8 are read with U+FFFD in their place."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return orjson.loads(data.decode("utf-8", "replace"))
+
+
 def _finishes(chunk: dict[str, Any]) -> bool:
-    """Whether *chunk* ends a choice (has a finish_reason)."""
+    """Whether *chunk* ends a choice (has a finish_reason); a loop, not ``any()`` over a
+    generator: it runs for every chunk."""
     choices = chunk.get("choices")
-    return isinstance(choices, list) and any(
-        isinstance(c, dict) and c.get("finish_reason") for c in choices)
+    if isinstance(choices, list):
+        for c in choices:
+            if isinstance(c, dict) and c.get("finish_reason"):
+                return True
+    return False
 
 
 def whole_as_chunks(answer: dict[str, Any]) -> list[dict[str, Any]]:
