@@ -33,6 +33,7 @@ import orjson
 from toolcodec.errors import TRUNCATED
 from toolcodec.openai_chunks import ChunkWriter
 from toolcodec.pool.proxy.flags import check_forced, cut_by_usage, unrecognised
+from toolcodec.pool.proxy.handoff import TICK, Handoff, Ticker
 from toolcodec.pool.proxy.http_client import HTTPError, Response
 from toolcodec.pool.proxy.message import call_id, unrepaired_natives
 from toolcodec.pool.proxy.upstream import UpstreamError, read_body, shape_problem, sse_batches
@@ -40,41 +41,9 @@ from toolcodec.pool.proxy.upstream import UpstreamError, read_body, shape_proble
 DONE = b"data: [DONE]\n\n"
 HEARTBEAT = b": keep-alive\n\n"
 _END = object()  # the reader's last item
-_TICK = object()  # the ticker's: a heartbeat is due, or the deadline has passed
 # After upstream's [DONE] the end of its body is due at once: waited for this long (in the
 # background) so that the connection can be reused rather than closed.
 _DONE_LINGER = 1.0
-
-
-class _Ticker:
-    """Puts ``_TICK`` in the relay's queue when nothing has come from upstream for
-    ``heartbeat`` seconds (the relay then sends a keep-alive) and once the deadline has
-    passed; ``last`` is when upstream's latest chunks were queued."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any],
-                 heartbeat: float, until: float) -> None:
-        self.loop, self.queue, self.heartbeat, self.until = loop, queue, heartbeat, until
-        self.last = loop.time()
-        self._timer: asyncio.TimerHandle | None = loop.call_at(self._due(), self._tick)
-
-    def _due(self) -> float:
-        return min(self.last + self.heartbeat, self.until)
-
-    def _tick(self) -> None:
-        now = self.loop.time()
-        if now >= self._due():
-            if self.queue.empty():  # else the relay has items to take, and looks again
-                self.queue.put_nowait(_TICK)
-            self.last = now  # the next heartbeat is one period from this one
-            if now >= self.until:
-                self._timer = None
-                return
-        self._timer = self.loop.call_at(self._due(), self._tick)
-
-    def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
 
 def _sse(body: dict[str, Any]) -> bytes:
@@ -125,11 +94,9 @@ class Relay:
 
     async def _run(self) -> AsyncIterator[bytes]:
         config = self.proxy.config
-        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
         loop = asyncio.get_running_loop()
-        # One timer for the heartbeat and the deadline, moved only when it fires (not a
-        # timeout scope per chunk: that was a timer set and cancelled for every delta).
-        ticker = _Ticker(loop, queue, config.heartbeat, self.until)
+        queue = Handoff(loop, 64)
+        ticker = Ticker(loop, queue, config.heartbeat, self.until)
         reader = asyncio.create_task(self._read(queue, config.max_upstream_body, ticker))
         ended = False  # upstream's stream ended as it should
         sent = False  # bytes went to the client
@@ -140,7 +107,7 @@ class Relay:
                                     f"{config.deadline:g} s passed; the stream was cut")
                     break
                 item = await queue.get() if queue.empty() else queue.get_nowait()
-                if item is _TICK:  # nothing from upstream for a heartbeat, or the deadline
+                if item is TICK:  # nothing from upstream for a heartbeat, or the deadline
                     if loop.time() < self.until:
                         yield HEARTBEAT
                     continue
@@ -156,7 +123,7 @@ class Relay:
                     if isinstance(item, tuple):  # the reader failed: (code, message)
                         self.failure = item
                         break
-                    if item is not _TICK:  # a tick among items: they keep the stream alive
+                    if item is not TICK:  # a tick among items: they keep the stream alive
                         for chunk in item:  # the chunks that arrived together
                             out += await self._chunk(chunk)
                             if out and not sent:
@@ -179,7 +146,7 @@ class Relay:
             yield out
         yield DONE
 
-    async def _read(self, queue: asyncio.Queue[Any], limit: int, ticker: _Ticker) -> None:
+    async def _read(self, queue: Handoff, limit: int, ticker: Ticker) -> None:
         kind = self.response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "application/json":
             await self._read_whole(queue, limit)
@@ -224,7 +191,7 @@ class Relay:
             return
         await queue.put(_END)
 
-    async def _read_whole(self, queue: asyncio.Queue[Any], limit: int) -> None:
+    async def _read_whole(self, queue: Handoff, limit: int) -> None:
         """A whole JSON answer to a stream request: relayed as the stream it stands for
         (decoded like any), or an error if it is no chat completion."""
         try:
@@ -268,15 +235,20 @@ class Relay:
         return out
 
     def _learn(self, chunk: dict[str, Any]) -> None:
+        get, head = chunk.get, self.head  # every chunk: each key looked up once
         for key in ("id", "model"):
-            if chunk.get(key):
-                self.head[key] = str(chunk[key])
-        if isinstance(chunk.get("created"), int):
-            self.head["created"] = chunk["created"]
-        if chunk.get("system_fingerprint") is not None:
-            self.fingerprint = chunk["system_fingerprint"]
-        if chunk.get("usage") is not None:
-            self.usage = chunk["usage"]
+            value = get(key)
+            if value:
+                head[key] = value if type(value) is str else str(value)
+        created = get("created")
+        if isinstance(created, int):
+            head["created"] = created
+        fingerprint = get("system_fingerprint")
+        if fingerprint is not None:
+            self.fingerprint = fingerprint
+        usage = get("usage")
+        if usage is not None:
+            self.usage = usage
 
     def _choice(self, index: int) -> _Choice | None:
         state = self.choices.get(index)

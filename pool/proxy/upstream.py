@@ -122,7 +122,7 @@ async def sse_batches(response: Response, limit: int) -> AsyncIterator[list[byte
     than one by one."""
     pending: list[bytes] = []  # the line being read, in parts: joined once it ends
     size = 0
-    async for part in response.aiter_bytes():
+    while part := await response.next_part():  # not aiter_bytes: one generator less a part
         if b"\n" not in part:
             pending.append(part)
             size += len(part)
