@@ -110,6 +110,7 @@ class Pool:
             backend, workers, self.timeout_ms, queue_size, self.metrics, backend_options
         )
         self._threads: ThreadPoolExecutor | None = None
+        self._tool_sizes: dict[int, tuple[Any, int]] = {}  # id(codec): (codec, tools' size)
         # Jobs run inline apply the same ceilings as the workers: the pool's, else the
         # environment the process backend's workers inherit from this process.
         self._inline = Inline(inline_max_chars, ceiling or operator_limits(), self.metrics) \
@@ -127,7 +128,7 @@ class Pool:
         Never raises: a bad op, budget or oversized payload is answered at once.
         """
         start = time.monotonic()
-        ms, refused = self._door(op, payload, timeout_ms)
+        ms, refused = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
             return self._answer_now(op, start, refused)
         here = self._run_inline(op, payload, ms, arrived, codec)
@@ -177,7 +178,7 @@ class Pool:
                       arrived: float | None = None, codec: ToolCallCodec | None = None) -> dict:
         """Like :meth:`submit`, awaitable; the event loop stays free while the job runs."""
         start = time.monotonic()
-        ms, refused = self._door(op, payload, timeout_ms)
+        ms, refused = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
             return self._answer_now(op, start, refused)
         here = self._run_inline(op, payload, ms, arrived, codec)
@@ -198,12 +199,29 @@ class Pool:
         codec = inline.takes(op, payload, known)
         return None if codec is None else inline.run(op, payload, ms / 1000.0, arrived, codec)
 
-    def _door(self, op: Any, payload: Any, timeout_ms: Any) -> tuple[float, dict | None]:
+    def _door(self, op: Any, payload: Any, timeout_ms: Any,
+              codec: ToolCallCodec | None = None) -> tuple[float, dict | None]:
         budget, why = door.check_budget(timeout_ms, self.timeout_ms)
         if budget is None:
             name = op if isinstance(op, str) else ""
             return 0.0, error_envelope(name, "error", BAD_REQUEST, why, field="timeout_ms")
-        return budget * 1000.0, door.refusal(op, payload, self.max_payload_chars)
+        tools = payload.get("tools") if codec is not None and isinstance(payload, dict) else None
+        known = self._tools_size(codec, tools) if isinstance(tools, list) and tools else None
+        return budget * 1000.0, door.refusal(op, payload, self.max_payload_chars, known)
+
+    def _tools_size(self, codec: Any, tools: list) -> int:
+        """``door.payload_size`` of a job's tools, counted once per codec: the codec a caller
+        found for them (``ready``) was built from tools of the same canonical JSON, which
+        have the same size. Spares each job the tools' encoding the size check made."""
+        sizes = self._tool_sizes
+        held = sizes.get(id(codec))
+        if held is not None and held[0] is codec:
+            return held[1]
+        if len(sizes) >= _TOOL_SIZES:
+            sizes.clear()
+        size = door.payload_size(tools, self.max_payload_chars)
+        sizes[id(codec)] = (codec, size)
+        return size
 
     def _answer_now(self, op: Any, start: float, out: dict) -> dict:
         envelope = complete(out, out["op"], self.backend, start)
@@ -276,6 +294,9 @@ class Pool:
 def _arrival(arrived: float | None) -> dict[str, float]:
     """``arrived=`` for a backend, only when given (a backend without it keeps working)."""
     return {} if arrived is None else {"arrived": arrived}
+
+
+_TOOL_SIZES = 64  # codecs whose tools' size is kept (the codec cache holds fewer)
 
 
 def _ceiling(backend: str, limits: Limits | dict[str, int] | None) -> Limits | None:

@@ -123,13 +123,28 @@ def _walked_size(payload: Any, stop_after: int, max_nodes: int | None) -> int | 
     return total
 
 
-def refusal(op: Any, payload: Any, max_chars: int) -> dict[str, Any] | None:
-    """A worker-side error envelope when the job must not leave the caller, else None."""
+def within_given(payload: dict, max_chars: int, tools_size: int) -> bool:
+    """``within`` for a payload whose ``tools`` are known to count ``tools_size``: the rest
+    is counted, the tools are not encoded again."""
+    size = len(payload)
+    for key, value in payload.items():
+        size += len(key) if isinstance(key, str) else 0
+        size += tools_size if key == "tools" else payload_size(value, max_chars - size)
+        if size > max_chars:
+            return False
+    return True
+
+
+def refusal(op: Any, payload: Any, max_chars: int,
+            tools_size: int | None = None) -> dict[str, Any] | None:
+    """A worker-side error envelope when the job must not leave the caller, else None.
+    ``tools_size``: ``payload_size`` of the payload's ``tools``, when the caller knows it."""
     name = op if isinstance(op, str) else ""
     if not isinstance(op, str):
         return error_envelope(name, "error", BAD_REQUEST,
                               f"op must be a string, got {type(op).__name__}", field="op")
-    if not within(payload, max_chars):
+    if not (within(payload, max_chars) if tools_size is None
+            else within_given(payload, max_chars, tools_size)):
         return error_envelope(name, "error", PAYLOAD_TOO_LARGE,
                               f"the payload has more than {max_chars} characters, the limit "
                               "on what is carried to a worker (Pool max_payload_chars, "

@@ -53,7 +53,10 @@ class PoolStream:
 
     async def feed(self, chunk: str | dict[str, Any]) -> list[Event]:
         """Take the next piece of the output; never raises."""
-        return await self._run(lambda: self._stream.feed(chunk), final=False)
+        try:  # most pieces complete no block: no step closure, no inner coroutine
+            return self._stream.feed(chunk)
+        except BlockReady as ready:
+            return await self._blocks(ready, [], final=False)
 
     async def close(self, finish_reason: str | None = None) -> list[Event]:
         """End of the stream: everything held back is released. ``finish_reason`` as in
@@ -68,16 +71,24 @@ class PoolStream:
         return self._stream.assembled_message()
 
     async def _run(self, step: Any, *, final: bool) -> list[Event]:
+        try:
+            return step()
+        except BlockReady as ready:
+            return await self._blocks(ready, [], final=final)
+
+    async def _blocks(self, ready: BlockReady, events: list[Event], *, final: bool
+                      ) -> list[Event]:
+        """Decode the block the step stopped at, and each next one, until the step ends."""
         engine = self._stream._engine
-        events: list[Event] = []
+        step = self._resume(engine, final)
         while True:
+            await self._decode(engine, ready)
+            events += self._stream._drain()
             try:
                 events += step()
                 return events
-            except BlockReady as ready:
-                await self._decode(engine, ready)
-                events += self._stream._drain()
-                step = self._resume(engine, final)
+            except BlockReady as again:
+                ready = again
 
     def _resume(self, engine: Any, final: bool) -> Any:
         if final:

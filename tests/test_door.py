@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.pool import Pool
-from toolcodec.pool.door import MAX_TIMEOUT_MS, check_budget, payload_size, within
+from toolcodec.pool.door import (
+    MAX_TIMEOUT_MS,
+    check_budget,
+    payload_size,
+    within,
+    within_given,
+)
+from toolcodec.toolcodec import codec_for
 from toolcodec.worker.jobs import run_job
 from toolcodec.worker.limits import LimitsError, job_limits, operator_limits
 
@@ -84,6 +91,32 @@ def test_payload_size_counts_every_string_character(value) -> None:
 def test_within_answers_as_the_full_count_does(value, max_chars) -> None:
     # many values take the encoding's shortcut, few the count: both must agree with it
     assert within(value, max_chars) == (payload_size(value, 10**9) <= max_chars)
+
+
+@given(st.dictionaries(st.text(max_size=5), st.recursive(
+    st.text(max_size=30) | st.integers(), lambda inner: st.lists(inner, max_size=6)
+    | st.dictionaries(st.text(max_size=5), inner, max_size=6), max_leaves=60), max_size=5),
+       st.lists(st.dictionaries(st.text(max_size=8), st.text(max_size=40), max_size=4),
+                min_size=1, max_size=6), st.integers(0, 2000))
+def test_within_given_the_tools_size_answers_as_the_full_count_does(rest, tools,
+                                                                     max_chars) -> None:
+    # the size a pool keeps per codec for its tools stands for counting them again
+    payload = {**rest, "tools": tools}
+    assert within_given(payload, max_chars, payload_size(tools, 10**9)) == \
+        (payload_size(payload, 10**9) <= max_chars)
+
+
+def test_a_job_given_its_codec_is_refused_by_size_as_any(pool) -> None:
+    # the tools' size is then counted once per codec: at the limit exactly, and one over
+    tools = [{"name": "t", "parameters": {"type": "object", "description": "d" * 300}}]
+    codec = codec_for(tools)
+    at_limit = 100_000 - (len("text") + len("tools") + 2 + payload_size(tools, 10**9))
+    for _ in range(2):  # the size counted, then the size kept
+        over = pool.submit("validate", {"text": "x" * (at_limit + 1), "tools": tools},
+                           codec=codec)
+        assert over["error"]["code"] == "payload_too_large"
+        fits = pool.submit("validate", {"text": "x" * at_limit, "tools": tools}, codec=codec)
+        assert fits["error"]["code"] != "payload_too_large"  # the worker's refusal: no name
 
 
 def test_within_counts_what_json_cannot_carry() -> None:

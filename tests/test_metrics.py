@@ -193,6 +193,12 @@ def test_ops_outside_the_closed_set_are_counted_as_unknown(registry: CollectorRe
     assert "decode2" not in generate_latest(registry).decode()
 
 
+def test_the_ops_counted_without_the_environment_are_the_workers_ops() -> None:
+    from toolcodec.worker.jobs import OPS
+
+    assert names._OPS == frozenset(OPS)
+
+
 def test_the_worker_side_never_exports_a_callers_per_job_name() -> None:
     """A dashboard summing every target counts a job once: the caller's names are not on a
     worker's endpoint, and results (repairs, paths, error codes) are counted by the caller."""

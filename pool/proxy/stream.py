@@ -33,6 +33,7 @@ import orjson
 from toolcodec.errors import TRUNCATED
 from toolcodec.openai_chunks import ChunkWriter
 from toolcodec.pool.proxy.flags import check_forced, cut_by_usage, unrecognised
+from toolcodec.pool.proxy.handoff import TICK, Handoff, Ticker
 from toolcodec.pool.proxy.http_client import HTTPError, Response
 from toolcodec.pool.proxy.message import call_id, unrepaired_natives
 from toolcodec.pool.proxy.upstream import UpstreamError, read_body, shape_problem, sse_batches
@@ -93,28 +94,23 @@ class Relay:
 
     async def _run(self) -> AsyncIterator[bytes]:
         config = self.proxy.config
-        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
-        reader = asyncio.create_task(self._read(queue, config.max_upstream_body))
         loop = asyncio.get_running_loop()
+        queue = Handoff(loop, 64)
+        ticker = Ticker(loop, queue, config.heartbeat, self.until)
+        reader = asyncio.create_task(self._read(queue, config.max_upstream_body, ticker))
         ended = False  # upstream's stream ended as it should
         sent = False  # bytes went to the client
         try:
             while True:
-                left = self.until - loop.time()
-                if left <= 0:
+                if loop.time() >= self.until:
                     self.failure = ("upstream_deadline", f"the request's overall deadline of "
                                     f"{config.deadline:g} s passed; the stream was cut")
                     break
-                if queue.empty():
-                    try:  # a timeout scope, not wait_for: no task per chunk
-                        async with asyncio.timeout(min(config.heartbeat, left)):
-                            item = await queue.get()
-                    except TimeoutError:
-                        if loop.time() < self.until:
-                            yield HEARTBEAT
-                        continue
-                else:
-                    item = queue.get_nowait()
+                item = await queue.get() if queue.empty() else queue.get_nowait()
+                if item is TICK:  # nothing from upstream for a heartbeat, or the deadline
+                    if loop.time() < self.until:
+                        yield HEARTBEAT
+                    continue
                 # The chunks that have arrived meanwhile (the reader's lists: those read
                 # together) go out together: one write, not one per chunk (upstreams send a
                 # few characters per chunk). The stream's first bytes go at once, alone: the
@@ -127,12 +123,13 @@ class Relay:
                     if isinstance(item, tuple):  # the reader failed: (code, message)
                         self.failure = item
                         break
-                    for chunk in item:  # the chunks that arrived together
-                        out += await self._chunk(chunk)
-                        if out and not sent:
-                            sent = True
-                            yield b"".join(out)
-                            out = []
+                    if item is not TICK:  # a tick among items: they keep the stream alive
+                        for chunk in item:  # the chunks that arrived together
+                            out += await self._chunk(chunk)
+                            if out and not sent:
+                                sent = True
+                                yield b"".join(out)
+                                out = []
                     if queue.empty():
                         break
                     item = queue.get_nowait()
@@ -142,13 +139,14 @@ class Relay:
                 if ended or self.failure is not None:
                     break
         finally:
+            ticker.stop()
             reader.cancel()
             await self.response.aclose(linger=_DONE_LINGER if ended else 0.0)
         for out in await self._close():
             yield out
         yield DONE
 
-    async def _read(self, queue: asyncio.Queue[Any], limit: int) -> None:
+    async def _read(self, queue: Handoff, limit: int, ticker: Ticker) -> None:
         kind = self.response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "application/json":
             await self._read_whole(queue, limit)
@@ -160,11 +158,11 @@ class Relay:
                 for data in datas:
                     if not data:
                         continue
-                    if data == "[DONE]":
+                    if data == b"[DONE]":
                         done = True
                         break
                     try:
-                        chunk = orjson.loads(data)
+                        chunk = _loads(data)
                     except orjson.JSONDecodeError:
                         if batch:
                             await queue.put(batch)
@@ -175,6 +173,7 @@ class Relay:
                         finished = finished or _finishes(chunk)
                         batch.append(chunk)
                 if batch:
+                    ticker.last = ticker.loop.time()
                     await queue.put(batch)
                 if done:
                     break
@@ -192,7 +191,7 @@ class Relay:
             return
         await queue.put(_END)
 
-    async def _read_whole(self, queue: asyncio.Queue[Any], limit: int) -> None:
+    async def _read_whole(self, queue: Handoff, limit: int) -> None:
         """A whole JSON answer to a stream request: relayed as the stream it stands for
         (decoded like any), or an error if it is no chat completion."""
         try:
@@ -236,15 +235,20 @@ class Relay:
         return out
 
     def _learn(self, chunk: dict[str, Any]) -> None:
+        get, head = chunk.get, self.head  # every chunk: each key looked up once
         for key in ("id", "model"):
-            if chunk.get(key):
-                self.head[key] = str(chunk[key])
-        if isinstance(chunk.get("created"), int):
-            self.head["created"] = chunk["created"]
-        if chunk.get("system_fingerprint") is not None:
-            self.fingerprint = chunk["system_fingerprint"]
-        if chunk.get("usage") is not None:
-            self.usage = chunk["usage"]
+            value = get(key)
+            if value:
+                head[key] = value if type(value) is str else str(value)
+        created = get("created")
+        if isinstance(created, int):
+            head["created"] = created
+        fingerprint = get("system_fingerprint")
+        if fingerprint is not None:
+            self.fingerprint = fingerprint
+        usage = get("usage")
+        if usage is not None:
+            self.usage = usage
 
     def _choice(self, index: int) -> _Choice | None:
         state = self.choices.get(index)
@@ -354,11 +358,23 @@ class Relay:
         metrics.count(True, outcome, result)
 
 
+def _loads(data: bytes) -> Any:
+    """An SSE line's JSON; bytes that are not UTF-8 are read with U+FFFD in their place."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return orjson.loads(data.decode("utf-8", "replace"))
+
+
 def _finishes(chunk: dict[str, Any]) -> bool:
-    """Whether *chunk* ends a choice (has a finish_reason)."""
+    """Whether *chunk* ends a choice (has a finish_reason); a loop, not ``any()`` over a
+    generator: it runs for every chunk."""
     choices = chunk.get("choices")
-    return isinstance(choices, list) and any(
-        isinstance(c, dict) and c.get("finish_reason") for c in choices)
+    if isinstance(choices, list):
+        for c in choices:
+            if isinstance(c, dict) and c.get("finish_reason"):
+                return True
+    return False
 
 
 def whole_as_chunks(answer: dict[str, Any]) -> list[dict[str, Any]]:
