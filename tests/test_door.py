@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
-from toolcodec.limits import DEFAULT_LIMITS, Limits
 from toolcodec.pool import Pool
 from toolcodec.pool.door import MAX_TIMEOUT_MS, check_budget, payload_size, within
+from toolcodec.results.limits import DEFAULT_LIMITS, Limits
 from toolcodec.worker.jobs import run_job
 from toolcodec.worker.limits import LimitsError, job_limits, operator_limits
 
