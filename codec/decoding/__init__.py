@@ -5,6 +5,8 @@
 - ``engine``: the one left-to-right pass shared by ``decode`` and the stream, with its
   readers of prose (``prose_reader``) and of reasoning (``reasoning_reader``); the families
   it reads are declared in ``toolcodec.formats``.
+- ``blocks``: one block's body read into checked calls (the format's reader, then the tool
+  set's schemas; the built-in formats' choice of reader is ``toolcodec.formats.builtin``).
 - ``assembly``: where one decode collects spans, calls and errors before the result.
 - ``stream``: ``StreamDecoder``; ``openai_chunks`` turns its events into OpenAI chunks.
 - ``native``: an OpenAI-style assistant message taken apart.
