@@ -89,8 +89,9 @@ class ToolCallCodec:
     :param starts_in_reasoning: the output begins inside reasoning (chat templates of
         reasoning models open it in the prompt): everything up to the first closer of that
         family's reasoning is reasoning. ``True`` means ``<think>``; a family's reasoning id
-        (the rows of ``toolcodec.formats.reasoning``) or its opener names another. Without it a stray closer is ordinary text,
-        so that prose is never held back waiting to learn whether it was reasoning.
+        (the rows of ``toolcodec.formats.reasoning``) or its opener names another. Without it
+        a stray closer is ordinary text, so that prose is never held back waiting to learn
+        whether it was reasoning.
     :param formats: the format ids to read (``toolcodec.formats.table.format_ids()``; default all
         of them, detected by their markers). Text in another format stays content. An unknown
         id raises ``ValueError``.
