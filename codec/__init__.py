@@ -15,25 +15,25 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from toolcodec import errors
-from toolcodec.errors import CodecError
-from toolcodec.limits import DEFAULT_LIMITS, Limits
-from toolcodec.result import Call, DecodeResult, RepairResult, ValidationResult
+from toolcodec.results import errors
+from toolcodec.results.errors import CodecError
+from toolcodec.results.limits import DEFAULT_LIMITS, Limits
+from toolcodec.results.result import Call, DecodeResult, RepairResult, ValidationResult
 
 __version__ = "0.2.0"
 
 _LAZY = {
-    "ToolCallCodec": "toolcodec.toolcodec",
-    "decode": "toolcodec.toolcodec",
-    "validate": "toolcodec.toolcodec",
-    "repair_json": "toolcodec.jsonrepair",
-    "InvalidToolsError": "toolcodec.tools",
-    "Heuristic": "toolcodec.heuristics",
-    "HeuristicContext": "toolcodec.heuristics",
-    "HeuristicResult": "toolcodec.heuristics",
-    "Pipeline": "toolcodec.heuristics",
-    "default_pipeline": "toolcodec.xml_heuristics",
-    "StreamDecoder": "toolcodec.stream",
+    "ToolCallCodec": "toolcodec.decoding.codec",
+    "decode": "toolcodec.decoding.codec",
+    "validate": "toolcodec.decoding.codec",
+    "repair_json": "toolcodec.repair.jsonrepair",
+    "InvalidToolsError": "toolcodec.schema.tools",
+    "Heuristic": "toolcodec.repair.heuristics",
+    "HeuristicContext": "toolcodec.repair.heuristics",
+    "HeuristicResult": "toolcodec.repair.heuristics",
+    "Pipeline": "toolcodec.repair.heuristics",
+    "default_pipeline": "toolcodec.repair.xml_heuristics",
+    "StreamDecoder": "toolcodec.decoding.stream",
 }
 
 __all__ = [

@@ -28,11 +28,11 @@ from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 from litellm.types.utils import ModelResponse, ModelResponseStream
+from toolcodec.decoding.codec import ToolCallCodec, codec_for
+from toolcodec.decoding.openai_chunks import ChunkWriter
 from toolcodec.integrations.options import error_codes, preset_options, tool_dicts
-from toolcodec.openai_chunks import ChunkWriter
 from toolcodec.pool.proxy.message import call_id, openai_message, unrepaired_natives
-from toolcodec.toolcodec import ToolCallCodec, codec_for
-from toolcodec.tools import InvalidToolsError
+from toolcodec.schema.tools import InvalidToolsError
 
 logger = logging.getLogger("toolcodec.integrations.litellm")
 ERRORS_HEADER = "x-toolcodec-errors"

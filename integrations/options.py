@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from toolcodec.errors import CodecError
 from toolcodec.pool.proxy.settings import PRESETS  # the one table of family presets
-from toolcodec.result import DecodeResult
+from toolcodec.results.errors import CodecError
+from toolcodec.results.result import DecodeResult
 
 
 def tool_dicts(tools: Iterable[Any] | None) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+from toolcodec.decoding.codec import ToolCallCodec, codec_for
 from toolcodec.integrations.options import (
     error_codes,
     kept_text,
@@ -27,8 +28,7 @@ from toolcodec.integrations.options import (
     preset_options,
     tool_dicts,
 )
-from toolcodec.toolcodec import ToolCallCodec, codec_for
-from toolcodec.tools import InvalidToolsError
+from toolcodec.schema.tools import InvalidToolsError
 from vllm.entrypoints.generate.base.protocol import (
     DeltaFunctionCall,
     DeltaMessage,

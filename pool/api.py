@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
-from toolcodec.errors import BAD_REQUEST
-from toolcodec.limits import Limits
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.pool import door
 from toolcodec.pool.inline import Inline
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.results.errors import BAD_REQUEST
+from toolcodec.results.limits import Limits
 from toolcodec.worker.envelope import complete, error_envelope
 from toolcodec.worker.limits import ENV as LIMIT_ENV
 from toolcodec.worker.limits import operator_limits

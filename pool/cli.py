@@ -58,7 +58,7 @@ def _load_tools(path: str | None) -> list[dict[str, Any]] | None:
         tools = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise CliError(f"tools file {path} is not valid JSON: {exc}") from exc
-    from toolcodec.tools import InvalidToolsError, ToolRegistry
+    from toolcodec.schema.tools import InvalidToolsError, ToolRegistry
 
     if not isinstance(tools, list):
         raise CliError(f"tools file {path} must hold a JSON array of tool definitions")

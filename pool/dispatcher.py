@@ -44,9 +44,9 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from toolcodec.errors import REJECTED, TIMEOUT, WORKER_LOST
 from toolcodec.pool.admission import RunTimes
 from toolcodec.pool.frames import FrameReader, FrameWriter
+from toolcodec.results.errors import REJECTED, TIMEOUT, WORKER_LOST
 from toolcodec.worker.child import WorkerDied, WorkerProcess
 from toolcodec.worker.deadlines import CLOSED, QUEUE_FULL, shed_envelope
 from toolcodec.worker.envelope import error_envelope

@@ -12,8 +12,8 @@ import math
 from typing import Any
 
 import orjson
-from toolcodec.errors import BAD_REQUEST, PAYLOAD_TOO_LARGE
-from toolcodec.limits import Limits
+from toolcodec.results.errors import BAD_REQUEST, PAYLOAD_TOO_LARGE
+from toolcodec.results.limits import Limits
 from toolcodec.worker.envelope import error_envelope
 from toolcodec.worker.limits import operator_limits
 

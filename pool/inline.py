@@ -37,11 +37,11 @@ import time
 from typing import Any
 
 import orjson
-from toolcodec.errors import BAD_REQUEST
-from toolcodec.limits import Limits
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.pool.admission import RunTimes
 from toolcodec.pool.door import payload_size
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.results.errors import BAD_REQUEST
+from toolcodec.results.limits import Limits
 from toolcodec.worker.deadlines import shed_envelope
 from toolcodec.worker.envelope import complete, error_envelope
 from toolcodec.worker.inline import build_here, ready_here, run_here

@@ -33,11 +33,11 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 import orjson
-from toolcodec.errors import BAD_REQUEST, REJECTED, TIMEOUT
-from toolcodec.limits import Limits
 from toolcodec.pool.admission import RunTimes
 from toolcodec.pool.dispatcher import PREPARED_KEEP, SELECTORS, Dispatcher, Ticket
 from toolcodec.pool.door import MAX_TIMEOUT_MS
+from toolcodec.results.errors import BAD_REQUEST, REJECTED, TIMEOUT
+from toolcodec.results.limits import Limits
 from toolcodec.worker.child import RUN_JOB_HANDLER, WorkerProcess
 from toolcodec.worker.deadlines import CLOSED, shed_envelope
 from toolcodec.worker.envelope import complete, error_envelope

@@ -3,7 +3,7 @@
 ``decode_with_retry(generate, messages, tools=TOOLS)`` calls ``generate(messages)`` (the
 caller's model call: it returns the model's text or an OpenAI assistant message), decodes the
 answer, and — when decoding failed for a reason the model can fix — appends the assistant's
-answer and a feedback message (``toolcodec.feedback``) and calls again, up to
+answer and a feedback message (``toolcodec.results.feedback``) and calls again, up to
 ``RetryPolicy.max_retries`` times. Every attempt is returned, so the caller can log or show
 them. ``adecode_with_retry`` is the same for an async ``generate``.
 
@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import toolcodec as codec
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
-from toolcodec.feedback import RETRYABLE_CODES, Feedback, build_feedback
+from toolcodec.results.feedback import RETRYABLE_CODES, Feedback, build_feedback
 
 Output = str | dict[str, Any]
 Style = Literal["openai", "anthropic", "hermes", "text"]

@@ -32,7 +32,6 @@ from typing import Any
 import redis
 from rq.job import Job, JobStatus
 from rq.utils import now, utcformat
-from toolcodec.errors import BACKEND_UNAVAILABLE, BAD_REQUEST, REJECTED, TIMEOUT
 from toolcodec.pool.door import check_budget
 from toolcodec.pool.rq_calls import (
     ACCEPTED,
@@ -44,6 +43,7 @@ from toolcodec.pool.rq_calls import (
     RedisHealth,
 )
 from toolcodec.pool.rq_sender import Outcome, Sender, enqueue_command
+from toolcodec.results.errors import BACKEND_UNAVAILABLE, BAD_REQUEST, REJECTED, TIMEOUT
 from toolcodec.worker import rq_protocol as proto
 from toolcodec.worker.deadlines import CLOSED, QUEUE_FULL, shed_envelope
 from toolcodec.worker.envelope import complete

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolcodec.engine import BlockReady
-from toolcodec.errors import CodecError
+from toolcodec.decoding.codec import codec_for
+from toolcodec.decoding.engine import BlockReady
+from toolcodec.decoding.stream import StreamDecoder
 from toolcodec.pool.proxy.settings import job_options
-from toolcodec.result import Call, DecodeResult
-from toolcodec.stream import StreamDecoder
-from toolcodec.toolcodec import codec_for
+from toolcodec.results.errors import CodecError
+from toolcodec.results.result import Call, DecodeResult
 from toolcodec.worker.limits import job_limits, operator_limits
 
 Event = dict[str, Any]

@@ -9,7 +9,7 @@ import random
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.decoding.codec import ToolCallCodec
 
 from tests.test_stream import check, chunkings
 

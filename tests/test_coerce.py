@@ -7,8 +7,8 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec.coerce import coerce_arguments
-from toolcodec.tools import ToolRegistry
+from toolcodec.schema.coerce import coerce_arguments
+from toolcodec.schema.tools import ToolRegistry
 
 
 def spec_for(properties: dict, **extra) -> object:
@@ -148,7 +148,7 @@ def test_json_text_that_would_lose_content_is_not_decoded_or_wrapped(schema, raw
 
 
 def test_decode_works_with_strict_json_when_repairer_missing(monkeypatch):
-    monkeypatch.setitem(sys.modules, "toolcodec.jsonrepair", None)  # import now fails
+    monkeypatch.setitem(sys.modules, "toolcodec.repair.jsonrepair", None)  # import now fails
     assert coerce_one({"type": "array", "items": INT}, '["1"]') == (
         [1],
         ["schema.decode_json_string", "schema.coerce_integer"],

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.decoding.codec import ToolCallCodec
 
 from tests.benchmarks.conformance_report import load_cases, rates, run_case
 from tests.test_stream import check, chunkings

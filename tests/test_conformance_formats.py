@@ -8,7 +8,7 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.decoding.codec import ToolCallCodec
 
 from tests.test_stream import check, chunkings
 

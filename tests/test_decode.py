@@ -6,7 +6,7 @@ import orjson
 import pytest
 import toolcodec as codec
 from toolcodec import errors
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.decoding.codec import ToolCallCodec
 
 TOOLS = [
     {
@@ -382,7 +382,7 @@ def test_invalid_tools_raise_at_construction():
 
 
 def test_module_decode_and_validate_share_a_cached_codec():
-    from toolcodec.toolcodec import codec_for
+    from toolcodec.decoding.codec import codec_for
 
     a = codec_for(TOOLS)
     b = codec_for(orjson.loads(orjson.dumps(TOOLS)))  # equal but distinct objects
@@ -468,7 +468,7 @@ def test_user_heuristics_reach_the_xml_decoder():
 
 
 def test_envelopes_past_the_call_limit_stay_content(tc):
-    from toolcodec.toolcodec import MAX_CALLS
+    from toolcodec.decoding.codec import MAX_CALLS
 
     one = hermes("get_weather", {"city": "Oslo"})
     text = "\n".join([one] * (MAX_CALLS + 3))
@@ -479,7 +479,7 @@ def test_envelopes_past_the_call_limit_stay_content(tc):
 
 
 def test_list_body_past_the_call_limit_is_refused(tc):
-    from toolcodec.toolcodec import MAX_CALLS
+    from toolcodec.decoding.codec import MAX_CALLS
 
     body = orjson.dumps([{"name": "get_weather", "arguments": {"city": "A"}}]
                         * (MAX_CALLS + 1)).decode()

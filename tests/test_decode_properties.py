@@ -6,8 +6,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolcodec import errors
-from toolcodec.normalize import replace_surrogates
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.decoding.codec import ToolCallCodec
+from toolcodec.repair.normalize import replace_surrogates
 
 from tests.test_decode import TOOLS
 

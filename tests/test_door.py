@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
-from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.decoding.codec import codec_for
 from toolcodec.pool import Pool
 from toolcodec.pool.door import (
     MAX_TIMEOUT_MS,
@@ -19,7 +19,7 @@ from toolcodec.pool.door import (
     within,
     within_given,
 )
-from toolcodec.toolcodec import codec_for
+from toolcodec.results.limits import DEFAULT_LIMITS, Limits
 from toolcodec.worker.jobs import run_job
 from toolcodec.worker.limits import LimitsError, job_limits, operator_limits
 

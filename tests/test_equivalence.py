@@ -21,12 +21,12 @@ import httpx
 import openai
 import pytest
 from prometheus_client import CollectorRegistry
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.formats.table import ALL_FORMATS
 from toolcodec.pool import Pool
 from toolcodec.pool.proxy.demo_upstream import pieces
 from toolcodec.pool.proxy.message import openai_message
 from toolcodec.pool.proxy.settings import ModelSettings
-from toolcodec.toolcodec import ToolCallCodec
 
 from tests.serve_process import ServeProcess
 from tests.upstream_standin import CASES, TOOLS

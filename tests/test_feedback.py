@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessageParam
 from toolcodec import errors as E
-from toolcodec.feedback import RETRYABLE_CODES, build_feedback
+from toolcodec.results.feedback import RETRYABLE_CODES, build_feedback
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather",

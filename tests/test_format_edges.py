@@ -4,8 +4,8 @@ envelope, and schemas wrapped the way the AI SDK serialises them."""
 from __future__ import annotations
 
 import pytest
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.formats.table import END_OF_GENERATION
-from toolcodec.toolcodec import ToolCallCodec
 
 from tests.test_bare_calls import calls, decoded
 

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.formats.table import ALL_FORMATS, MARKER_FORMATS
-from toolcodec.toolcodec import ToolCallCodec
 
 from tests.test_stream import check, chunkings
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from toolcodec.formats import deepseek, glm, harmony, invoke, kimi, mistral, pythonic, yamlbody
-from toolcodec.limits import Limits
+from toolcodec.results.limits import Limits
 
 NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,11}", fullmatch=True)
 KEYS = st.from_regex(r"[a-z][a-z0-9_]{0,9}", fullmatch=True).filter(

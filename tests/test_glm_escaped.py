@@ -10,9 +10,9 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.formats import glm
-from toolcodec.limits import Limits
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.results.limits import Limits
 
 from tests.test_stream import check, chunkings
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from toolcodec.errors import INVALID_XML, CodecError
-from toolcodec.heuristics import (
+from toolcodec.repair.heuristics import (
     HeuristicContext,
     HeuristicResult,
     Pipeline,
     check_heuristic,
     same_value,
 )
-from toolcodec.xml_heuristics import default_pipeline
+from toolcodec.repair.xml_heuristics import default_pipeline
+from toolcodec.results.errors import INVALID_XML, CodecError
 
 
 @dataclass

@@ -9,8 +9,8 @@ import pytest
 import toolcodec as codec
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec.errors import ALL_CODES
-from toolcodec.toolcodec import codec_for
+from toolcodec.decoding.codec import codec_for
+from toolcodec.results.errors import ALL_CODES
 from toolcodec.worker import jobs
 from toolcodec.worker.faults import FAULT_OPS
 from toolcodec.worker.jobs import FAULT_ENV, run_job

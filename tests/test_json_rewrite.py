@@ -1,4 +1,4 @@
-"""The repair fast path (``toolcodec.json_rewrite``) answers only what the full reader would.
+"""The repair fast path (``toolcodec.repair.json_rewrite``) answers only what the full reader would.
 
 Whenever the rewrite answers, the reader given the same text must agree: the same value, types
 included, and the same repair ids in the same order. Texts are JSON values written with the
@@ -14,10 +14,10 @@ import re
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from toolcodec.heuristics import same_value
-from toolcodec.json_rewrite import rewrite_repair
-from toolcodec.jsonrepair import _read, repair_json
-from toolcodec.limits import DEFAULT_LIMITS
+from toolcodec.repair.heuristics import same_value
+from toolcodec.repair.json_rewrite import rewrite_repair
+from toolcodec.repair.jsonrepair import _read, repair_json
+from toolcodec.results.limits import DEFAULT_LIMITS
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FRAGMENTS = ["'", '"', ",", ", ", "]", "}", "[", "{", ":", "True", "None", "false", " ", "\n",

@@ -1,11 +1,11 @@
-"""Unit tests for toolcodec.jsonrepair: one or more cases per repair id and per error code."""
+"""Unit tests for toolcodec.repair.jsonrepair: cases per repair id and per error code."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
-from toolcodec.jsonrepair import repair_json, repair_json_prefix
-from toolcodec.limits import Limits
+from toolcodec.repair.jsonrepair import repair_json, repair_json_prefix
+from toolcodec.results.limits import Limits
 
 # (input, expected value, exact repairs in order of first use)
 REPAIRS = [

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from toolcodec.jsonrepair import repair_json
-from toolcodec.result import RepairResult
+from toolcodec.repair.jsonrepair import repair_json
+from toolcodec.results.result import RepairResult
 
 from tests.peers import peer_file
 

@@ -1,4 +1,4 @@
-"""Property tests for toolcodec.jsonrepair: valid JSON round-trips, nothing raises."""
+"""Property tests for toolcodec.repair.jsonrepair: valid JSON round-trips, nothing raises."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec.errors import ALL_CODES, INTERNAL_ERROR
-from toolcodec.jsonrepair import repair_json, repair_json_prefix
+from toolcodec.repair.jsonrepair import repair_json, repair_json_prefix
+from toolcodec.results.errors import ALL_CODES, INTERNAL_ERROR
 
 # 64-bit integers: beyond that range orjson (and so repair_json) reads integers as floats.
 scalars = (

@@ -12,7 +12,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolcodec.kindaxml import KindaXMLConfig, parse
-from toolcodec.normalize import replace_surrogates
+from toolcodec.repair.normalize import replace_surrogates
 
 FRAGMENTS = [
     "<",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 from toolcodec import errors
-from toolcodec.native import read_message
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.decoding.codec import ToolCallCodec
+from toolcodec.decoding.native import read_message
 
 from tests.test_decode import TOOLS, calls, codes, hermes
 

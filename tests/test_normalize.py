@@ -6,7 +6,7 @@ import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec.normalize import (
+from toolcodec.repair.normalize import (
     BIDI_CONTROLS,
     _replace_surrogates_walk,
     normalize_payload,

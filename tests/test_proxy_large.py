@@ -13,7 +13,7 @@ import importlib.util
 import httpx
 import openai
 import pytest
-from toolcodec.limits import DEFAULT_LIMITS
+from toolcodec.results.limits import DEFAULT_LIMITS
 
 from tests.serve_process import ServeProcess
 

@@ -10,10 +10,10 @@ import httpx
 import openai
 import pytest
 from prometheus_client import CollectorRegistry
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.formats.table import ALL_FORMATS
 from toolcodec.pool import Pool
 from toolcodec.pool.proxy.settings import PRESETS, ModelSettings, SettingsError, job_options
-from toolcodec.toolcodec import ToolCallCodec
 
 from tests.serve_process import ServeProcess
 from tests.upstream_standin import CASES

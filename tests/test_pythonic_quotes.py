@@ -9,8 +9,8 @@ import ast
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.formats.pythonic import UNESCAPED_QUOTE, read
-from toolcodec.toolcodec import ToolCallCodec
 
 CODEC = ToolCallCodec([{"name": "bash", "parameters": {"type": "object"}}])
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.formats.reasoning import REASONING_FORMATS, prefill_opener
-from toolcodec.toolcodec import ToolCallCodec
 
 from tests.test_stream import check, chunkings
 

@@ -6,7 +6,7 @@ a call, by ``decode`` and the stream alike."""
 from __future__ import annotations
 
 import pytest
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.decoding.codec import ToolCallCodec
 
 from tests.upstream_standin import CASES, TOOLS
 

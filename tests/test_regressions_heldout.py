@@ -10,8 +10,8 @@ import pytest
 import toolcodec as codec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.formats import deepseek
-from toolcodec.toolcodec import ToolCallCodec
 
 from tests.test_stream import check, chunkings
 
@@ -261,7 +261,7 @@ def test_schema_violation_carries_the_arguments_in_every_path() -> None:
 def test_a_tool_s_text_output_is_its_string_value() -> None:
     """Prose is no JSON value, but a tool whose output schema is a string returns text: the
     whole text is the value (it was cut at its first comma)."""
-    from toolcodec.toolresults import ResultSchemas, validate_result
+    from toolcodec.results.toolresults import ResultSchemas, validate_result
 
     schemas = ResultSchemas({"t": {"type": "string"}, "o": {"type": "object"}})
     text = "The weather is sunny, 20 C."

@@ -1,11 +1,11 @@
-"""``toolcodec.schema_fast``: never "valid" where the codec's jsonschema validator says invalid."""
+"""``toolcodec.schema.fast``: never "valid" where the codec's jsonschema validator says invalid."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from toolcodec.schema_fast import compile_check
-from toolcodec.tools import ToolRegistry
+from toolcodec.schema.fast import compile_check
+from toolcodec.schema.tools import ToolRegistry
 
 NAMES = ["a", "b", "c"]
 TYPES = ["string", "integer", "number", "boolean", "null", "array", "object"]

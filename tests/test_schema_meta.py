@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from toolcodec.schema_meta import surely_valid
-from toolcodec.tools import InvalidToolsError, ToolRegistry
+from toolcodec.schema.meta import surely_valid
+from toolcodec.schema.tools import InvalidToolsError, ToolRegistry
 
 _KEYS = ["type", "properties", "required", "enum", "items", "additionalProperties", "anyOf",
          "oneOf", "allOf", "minimum", "maximum", "exclusiveMinimum", "multipleOf", "minLength",

@@ -13,9 +13,9 @@ import sys
 import orjson
 import pytest
 import toolcodec as codec
-from toolcodec.schema_budget import count_values
-from toolcodec.schema_refs import MAX_KEYWORDS_PER_VALUE
-from toolcodec.tools import InvalidToolsError
+from toolcodec.schema.budget import count_values
+from toolcodec.schema.refs import MAX_KEYWORDS_PER_VALUE
+from toolcodec.schema.tools import InvalidToolsError
 from toolcodec.worker.jobs import run_job
 
 

@@ -9,8 +9,8 @@ import pytest
 import toolcodec as codec
 from hypothesis import given
 from hypothesis import strategies as st
-from toolcodec import schema_regex
-from toolcodec.tools import InvalidToolsError, ToolRegistry
+from toolcodec.schema import patterns as schema_regex
+from toolcodec.schema.tools import InvalidToolsError, ToolRegistry
 
 EVIL = "^(a+)+$"
 

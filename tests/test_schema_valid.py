@@ -1,4 +1,4 @@
-"""``toolcodec.schema_valid``: "valid as it is" only where the full validation path agrees.
+"""``toolcodec.schema.valid``: "valid as it is" only where the full validation path agrees.
 
 Whenever the one-walk check says yes, ``full_validation`` (every step: JSON data, Unicode
 clean-up, coercion, jsonschema) must return the very same arguments, valid, with no repair.
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from toolcodec.heuristics import same_value
-from toolcodec.limits import Limits
-from toolcodec.schema_valid import compile_valid, plain
-from toolcodec.tools import InvalidToolsError, ToolRegistry
-from toolcodec.validation import full_validation, validate_call
+from toolcodec.repair.heuristics import same_value
+from toolcodec.results.limits import Limits
+from toolcodec.schema.tools import InvalidToolsError, ToolRegistry
+from toolcodec.schema.valid import compile_valid, plain
+from toolcodec.schema.validation import full_validation, validate_call
 
 from tests.test_schema_fast import TYPES
 from tests.test_schema_fast import schemas as simple_schemas

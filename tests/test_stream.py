@@ -15,9 +15,10 @@ import pytest
 import toolcodec as codec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.formats.table import MARKER_FORMATS
-from toolcodec.openers import compile_openers
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.results.result import encodable_result
+from toolcodec.scanning.openers import compile_openers
 
 from tests.peers import peer_file
 
@@ -92,7 +93,7 @@ def check(c: ToolCallCodec, text: str, parts: list) -> None:
     assert content.strip() == got["content"]
     # Nothing lost: the content events are exactly the text and markup spans, in order.
     kept = "".join(text[s.start:s.end] for s in whole.spans if s.kind in ("text", "markup"))
-    assert content == codec.result.encodable_result(codec.DecodeResult(True, content=kept)).content
+    assert content == encodable_result(codec.DecodeResult(True, content=kept)).content
     orjson.dumps(events)
 
 
@@ -249,7 +250,7 @@ def test_content_deltas_equal_batch_of_the_assembled_message(pieces, rng) -> Non
 
 def test_events_become_openai_chunks_an_openai_client_accepts() -> None:
     from openai.types.chat import ChatCompletionChunk
-    from toolcodec.openai_chunks import ChunkWriter
+    from toolcodec.decoding.openai_chunks import ChunkWriter
 
     text = ('<think>plan</think>Sure <tool_call>{"name": "search", "arguments": {"q": "x"}}'
             '</tool_call> and <tool_call>{"name": "nope", "arguments": {}}</tool_call>.')
@@ -269,7 +270,7 @@ def test_events_become_openai_chunks_an_openai_client_accepts() -> None:
 
 
 def test_final_reason_without_calls_keeps_the_upstream_reason() -> None:
-    from toolcodec.openai_chunks import ChunkWriter
+    from toolcodec.decoding.openai_chunks import ChunkWriter
 
     assert ChunkWriter("a", "m", 1).final("length")["choices"][0]["finish_reason"] == "length"
     assert ChunkWriter("a", "m", 1).final("tool_calls")["choices"][0]["finish_reason"] == "stop"

@@ -6,7 +6,7 @@ The cost itself is checked by ``tests/benchmarks/bench_stream_linear.py``."""
 from __future__ import annotations
 
 import pytest
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.decoding.codec import ToolCallCodec
 
 TOOLS = [{"name": "a", "parameters": {"type": "object", "properties": {}}},
          {"name": "get_weather", "parameters": {"type": "object", "properties": {

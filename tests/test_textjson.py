@@ -1,13 +1,13 @@
-"""JSON calls in prose: the call shapes (``toolcodec.textjson``) and how the engine finds them."""
+"""JSON calls in prose: call shapes (``toolcodec.decoding.textjson``), how the engine finds them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pytest
-from toolcodec.engine import MAX_CANDIDATES
-from toolcodec.textjson import call_pairs
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.decoding.codec import ToolCallCodec
+from toolcodec.decoding.engine import MAX_CANDIDATES
+from toolcodec.decoding.textjson import call_pairs
 
 from tests.test_decode import TOOLS, calls
 

@@ -75,7 +75,7 @@ DELIBERATE_CALLS = {
     # truncated output is repaired and named (json.unclosed) rather than refused
     "mw-hermes-0080",
     # KNOWN ISSUE (JSON repair): `"value with ,"fake": inside"` splits into two keys; the
-    # peer refuses. Listed so the suite stays green; to be fixed in codec/jsonrepair.py.
+    # peer refuses. Listed so the suite stays green; to be fixed in codec/repair/jsonrepair.py.
     "mw-hermes-0057",
 }
 

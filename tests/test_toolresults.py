@@ -6,8 +6,8 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from toolcodec.toolresults import ResultSchemas, validate_result
-from toolcodec.tools import InvalidToolsError
+from toolcodec.results.toolresults import ResultSchemas, validate_result
+from toolcodec.schema.tools import InvalidToolsError
 
 WEATHER_OUT = {"type": "object", "properties": {"temp": {"type": "number"},
                                                 "sunny": {"type": "boolean"}},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from toolcodec.tools import InvalidToolsError, ToolRegistry, ToolSpec
+from toolcodec.schema.tools import InvalidToolsError, ToolRegistry, ToolSpec
 
 WEATHER_SCHEMA = {
     "type": "object",

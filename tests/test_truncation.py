@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
-from toolcodec.errors import ALL_CODES, TRUNCATED
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.pool import Pool
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.results.errors import ALL_CODES, TRUNCATED
 from toolcodec.worker.jobs import run_job
 
 from tests.benchmarks import peers_toolcall_report as peer_report
@@ -425,7 +425,7 @@ def test_proxy_passes_the_upstream_finish_reason_to_the_decoder() -> None:
 
 
 def test_feedback_asks_for_the_cut_call_again() -> None:
-    from toolcodec.feedback import build_feedback
+    from toolcodec.results.feedback import build_feedback
 
     fb = build_feedback(CODEC.decode(TEXT, finish_reason="length"))
     assert fb.retryable and fb.codes == [TRUNCATED]

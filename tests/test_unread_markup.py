@@ -1,11 +1,11 @@
-"""``toolcodec.unread_markup``: call markup the decoder did not read is said, in ``decode``
+"""``toolcodec.decoding.unread_markup``: call markup the decoder did not read is said, in ``decode``
 and in the stream alike; prose and code that only mention markup are not flagged."""
 
 from __future__ import annotations
 
 import pytest
-from toolcodec.toolcodec import ToolCallCodec
-from toolcodec.unread_markup import KINDS, unread_markup
+from toolcodec.decoding.codec import ToolCallCodec
+from toolcodec.decoding.unread_markup import KINDS, unread_markup
 
 TOOLS = [{"name": "get_weather", "parameters": {"type": "object", "properties": {
     "city": {"type": "string"}}, "required": ["city"]}}]

@@ -14,9 +14,9 @@ import unicodedata
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from toolcodec.heuristics import same_value
-from toolcodec.jsonrepair import repair_json
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.decoding.codec import ToolCallCodec
+from toolcodec.repair.heuristics import same_value
+from toolcodec.repair.jsonrepair import repair_json
 
 OPEN_TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
 STRING_TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {

@@ -1,4 +1,4 @@
-"""The valid answer's short way (``toolcodec.valid_path``) answers what the engine answers.
+"""The valid answer's short way (``toolcodec.decoding.valid_path``) answers what the engine answers.
 
 For every text it takes, its result (content, calls, repairs, errors, spans) is the general
 reading's; texts near its edges (markup in prose, closers and value tags inside strings,
@@ -12,11 +12,11 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec import native
-from toolcodec.result import encodable_result
-from toolcodec.toolcodec import ToolCallCodec
-from toolcodec.unread_markup import said
-from toolcodec.valid_path import decode_valid
+from toolcodec.decoding import native
+from toolcodec.decoding.codec import ToolCallCodec
+from toolcodec.decoding.unread_markup import said
+from toolcodec.decoding.valid_path import decode_valid
+from toolcodec.results.result import encodable_result
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {

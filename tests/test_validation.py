@@ -6,11 +6,11 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec import validation
-from toolcodec.errors import CodecError
-from toolcodec.result import RepairResult
-from toolcodec.tools import ToolRegistry
-from toolcodec.validation import check_arguments, validate_call
+from toolcodec.results.errors import CodecError
+from toolcodec.results.result import RepairResult
+from toolcodec.schema import validation
+from toolcodec.schema.tools import ToolRegistry
+from toolcodec.schema.validation import check_arguments, validate_call
 
 WEATHER = {
     "type": "function",
@@ -128,7 +128,7 @@ def test_truncated_arguments_are_repaired_and_the_cut_is_named():
 
 
 def test_real_repairer_when_present():
-    jsonrepair = pytest.importorskip("toolcodec.jsonrepair")
+    jsonrepair = pytest.importorskip("toolcodec.repair.jsonrepair")
     assert jsonrepair.repair_json('{"a": 1,}').ok
     result = validate_call(REGISTRY, "get_weather", "{'city': 'Oslo', 'days': '3',}")
     assert result.ok and result.arguments == {"city": "Oslo", "days": 3}

@@ -130,7 +130,7 @@ class _Counted:
 def counted(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], Any]:
     """[calls, characters covered] of every pattern the openers' search uses, from now on,
     and a codec whose openers use them (its tool names' patterns are looked up anew)."""
-    from toolcodec import opener_scan
+    from toolcodec.scanning import opener_scan
 
     counts = [0, 0]
     for name, value in vars(opener_scan).items():
@@ -178,11 +178,11 @@ def test_the_openers_search_reads_each_character_a_bounded_number_of_times(
 import random  # noqa: E402
 from typing import Any  # noqa: E402
 
-from toolcodec.bracket_depth import bracket_depth  # noqa: E402
 from toolcodec.formats.table import MARKER_FORMATS  # noqa: E402
-from toolcodec.opener_scan import find_opener  # noqa: E402
-from toolcodec.openers import compile_openers  # noqa: E402
-from toolcodec.regex_trie import trie_pattern  # noqa: E402
+from toolcodec.scanning.bracket_depth import bracket_depth  # noqa: E402
+from toolcodec.scanning.opener_scan import find_opener  # noqa: E402
+from toolcodec.scanning.openers import compile_openers  # noqa: E402
+from toolcodec.scanning.regex_trie import trie_pattern  # noqa: E402
 
 _TOKENS = sorted({t for f in MARKER_FORMATS for t in f.openers + f.closers})
 _PIECES = _TOKENS + [
@@ -317,7 +317,7 @@ def test_the_blanks_spelled_out_for_re_are_regex_blanks() -> None:
     is one class of blanks for both."""
     import sys
 
-    from toolcodec.opener_scan import SPACE
+    from toolcodec.scanning.opener_scan import SPACE
 
     every = "".join(chr(i) for i in range(sys.maxunicode + 1) if not 0xD800 <= i <= 0xDFFF)
     assert regex.findall(r"\s", every) == re.findall(f"[{SPACE}]", every)
@@ -350,7 +350,7 @@ def test_bracket_depth_is_the_clamped_walk() -> None:
 
 
 def test_past_the_candidate_limit_prose_json_is_text_and_blocks_still_open() -> None:
-    from toolcodec.engine import MAX_CANDIDATES
+    from toolcodec.decoding.engine import MAX_CANDIDATES
 
     fences = "```json\n{}\n" * (MAX_CANDIDATES + 5)
     calls = '["f"(a="x")] [f(a="x")] <f><a>y</a></f> {"name": "f", "arguments": {"a": "z"}}'

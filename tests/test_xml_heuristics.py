@@ -7,10 +7,8 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec.errors import INVALID_XML, CodecError
-from toolcodec.heuristics import HeuristicContext
-from toolcodec.tools import ToolRegistry
-from toolcodec.xml_heuristics import (
+from toolcodec.repair.heuristics import HeuristicContext
+from toolcodec.repair.xml_heuristics import (
     BalanceTags,
     DedupeTags,
     EscapeAmpersand,
@@ -21,7 +19,9 @@ from toolcodec.xml_heuristics import (
     escape_bare_ampersands,
     escape_stray_lt,
 )
-from toolcodec.xmlscan import NAME_PATTERN, ScanOptions, reference_length, scan, starts_tag
+from toolcodec.results.errors import INVALID_XML, CodecError
+from toolcodec.scanning.xmlscan import NAME_PATTERN, ScanOptions, reference_length, scan, starts_tag
+from toolcodec.schema.tools import ToolRegistry
 
 FAILED = [CodecError(INVALID_XML, "parse failed")]
 FUNCTION_OPTS = ScanOptions(

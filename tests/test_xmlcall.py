@@ -6,19 +6,19 @@ import orjson
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from toolcodec.errors import (
+from toolcodec.repair.heuristics import Pipeline
+from toolcodec.repair.xml_heuristics import default_pipeline
+from toolcodec.repair.xmlcall import _join_text, decode_xml_call
+from toolcodec.results.errors import (
     INVALID_XML,
     NESTING_TOO_DEEP,
     PAYLOAD_TOO_LARGE,
     SCHEMA_VIOLATION,
     UNKNOWN_TOOL,
 )
-from toolcodec.heuristics import Pipeline
-from toolcodec.limits import Limits
-from toolcodec.tools import ToolRegistry
-from toolcodec.xml_heuristics import default_pipeline
-from toolcodec.xmlcall import _join_text, decode_xml_call
-from toolcodec.xmlscan import ScanOptions, scan
+from toolcodec.results.limits import Limits
+from toolcodec.scanning.xmlscan import ScanOptions, scan
+from toolcodec.schema.tools import ToolRegistry
 
 PIPELINE = default_pipeline()
 REGISTRY = ToolRegistry.from_tools(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec import xmlscan as xs
-from toolcodec.xmlscan import Element, ScanOptions, Text, line_col, scan, starts_tag
+from toolcodec.scanning import xmlscan as xs
+from toolcodec.scanning.xmlscan import Element, ScanOptions, Text, line_col, scan, starts_tag
 
 FUNCTION_OPTS = ScanOptions(
     raw_text=frozenset({"parameter"}), structural=frozenset({"parameter", "function"})

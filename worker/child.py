@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from toolcodec.errors import BAD_REQUEST
+from toolcodec.results.errors import BAD_REQUEST
 from toolcodec.worker.envelope import error_envelope, internal_error
 from toolcodec.worker.notices import FRAME_KEY, NOTICE
 

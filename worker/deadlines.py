@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolcodec.errors import REJECTED
+from toolcodec.results.errors import REJECTED
 from toolcodec.worker.envelope import error_envelope
 
 SHED = "shed"  # error.reason of a job that could not start within its budget

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from toolcodec.errors import INTERNAL_ERROR, CodecError
+from toolcodec.results.errors import INTERNAL_ERROR, CodecError
 
 STATUSES = ("ok", "error", "timeout", "rejected", "worker_lost")
 

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from toolcodec.limits import Limits
-from toolcodec.toolcodec import ToolCallCodec
+from toolcodec.decoding.codec import ToolCallCodec
+from toolcodec.results.limits import Limits
 from toolcodec.worker.child import answer
 from toolcodec.worker.jobs import CEILING, GIVEN_CODEC, build_codec, codec_ready, run_job
 

@@ -18,12 +18,12 @@ from functools import lru_cache
 from typing import Any
 
 import toolcodec as codec
-from toolcodec.errors import BAD_REQUEST, TIMEOUT, json_kind
+from toolcodec.decoding.codec import ToolCallCodec, cached_codec, codec_for
 from toolcodec.formats import registry as families
 from toolcodec.formats.table import marker_formats
-from toolcodec.limits import Limits
-from toolcodec.toolcodec import ToolCallCodec, cached_codec, codec_for
-from toolcodec.tools import InvalidToolsError
+from toolcodec.results.errors import BAD_REQUEST, TIMEOUT, json_kind
+from toolcodec.results.limits import Limits
+from toolcodec.schema.tools import InvalidToolsError
 from toolcodec.worker import faults
 from toolcodec.worker.envelope import BadRequest, envelope, error_envelope, internal_error
 from toolcodec.worker.limits import ENV as LIMIT_ENV
@@ -216,7 +216,7 @@ def _op_decode_block(payload: dict) -> dict:
             "errors": [e.to_dict() for e in errors]}
 
 
-# The block kinds the engine hands to a worker (``toolcodec.engine``: every kind but the
+# The block kinds the engine hands to a worker (``toolcodec.decoding.engine``: every kind but the
 # reasoning and JSON-in-prose candidates, which are decided in the caller).
 BLOCK_KINDS = ("tool_call", "tool_element", "function", "tool_tag", "bare_tag", "marker")
 
@@ -231,7 +231,7 @@ families.on_change(_marker_tokens.cache_clear)  # a family registered in this pr
 
 
 def _op_validate_result(payload: dict) -> dict:
-    from toolcodec.toolresults import ResultSchemas, validate_result
+    from toolcodec.results.toolresults import ResultSchemas, validate_result
 
     tool = _field(payload, "tool", str)
     if "output" not in payload:
@@ -404,7 +404,7 @@ def _handler_for(op: str) -> Callable[[dict], dict]:
 def warm() -> None:
     """Load the codec's lazily imported parts now, so forked workers inherit them, with the
     block openers every tool set of the default formats shares (compiled once per process:
-    ``toolcodec.engine.compile_openers``).
+    ``toolcodec.decoding.engine.compile_openers``).
 
     A worker forked before this pays the imports on its first job, after every respawn.
     Best effort: a codec that fails here reports the failure in job results instead.

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from toolcodec.limits import DEFAULT_LIMITS, ENCODABLE_DEPTH, Limits
+from toolcodec.results.limits import DEFAULT_LIMITS, ENCODABLE_DEPTH, Limits
 
 ENV = {"max_chars": "TOOLCODEC_MAX_CHARS", "max_depth": "TOOLCODEC_MAX_DEPTH"}
 

@@ -41,7 +41,7 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.utils import floatToGoString
-from toolcodec.errors import ALL_CODES
+from toolcodec.results.errors import ALL_CODES
 from toolcodec.worker.logs import LinesPerSecond, event
 
 JOBS_TOTAL = "toolcodec_jobs_total"

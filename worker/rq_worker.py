@@ -44,7 +44,7 @@ from rq.queue import Queue
 from rq.timeouts import TimerDeathPenalty
 from rq.utils import now
 from rq.worker import WorkerStatus
-from toolcodec.errors import TIMEOUT, WORKER_LOST
+from toolcodec.results.errors import TIMEOUT, WORKER_LOST
 from toolcodec.worker import rq_protocol as proto
 from toolcodec.worker.child import WorkerDied, WorkerProcess
 from toolcodec.worker.envelope import error_envelope

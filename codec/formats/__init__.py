@@ -1,10 +1,12 @@
 """Body readers for the tool-call formats of model families that mark calls with special tokens
 or write them as Python calls.
 
-The engine (``toolcodec.engine``) finds where a block of one of these formats starts and ends (its
-markers); a reader turns the block's *body* into raw ``(name, arguments)`` pairs. The codec then
-checks the names against the tool set and validates and coerces the arguments, as for every
-other format. Readers are pure and linear in the body's length, and never raise.
+The engine (``toolcodec.decoding.engine``) finds where a block of one of these formats starts and
+ends (its markers); a reader turns the block's *body* into raw ``(name, arguments)`` pairs
+(``builtin`` picks the reader of a built-in format's block). The block reader
+(``toolcodec.decoding.blocks``) then checks the names against the tool set and validates and
+coerces the arguments, as for every other format. Readers are pure and linear in the body's
+length, and never raise.
 
 ``arguments`` in a pair is either a ``dict`` (already read: values may be strings that the
 schema coerces, as for XML parameters), a ``str`` of JSON text that the codec parses with
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolcodec.errors import CodecError
+from toolcodec.results.errors import CodecError
 
 
 @dataclass(frozen=True, slots=True)

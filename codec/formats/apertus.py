@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 
 import orjson
-from toolcodec.errors import INVALID_JSON, CodecError
 from toolcodec.formats import FormatRead
 from toolcodec.formats.mistral import json_end
+from toolcodec.results.errors import INVALID_JSON, CodecError
 
 _BLANK = re.compile(r"[ \t\r\n]*")
 _KEY = re.compile(r'"((?:[^"\\]|\\.)*)"[ \t\r\n]*:[ \t\r\n]*')

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolcodec.envelopes import Block
 from toolcodec.formats import glm, hermes, marker_end, qwen_xml, tool_tag, yamlbody
 from toolcodec.formats.open_block import EndRule, OpenBlock, quiet_until_gt
+from toolcodec.scanning.envelopes import Block
 
 
 def _never_quiet(cur: OpenBlock, chunk: str) -> bool:
@@ -41,10 +41,10 @@ class BlockKind:
     for a cut block, is where its complete calls end (None: none); with
     ``empty_is_framing`` a closed block with a blank body is framing, not a failed call.
 
-    What its opener needs (a tag-like opener, ``toolcodec.openers``): with ``checks_body``, a
-    body must follow (``<``, ``{``, ``[``; a word when ``word_head`` matches it; a code fence
-    around JSON with ``fenced_json``; ``<NAME/>`` is whole with ``self_closing``, whose
-    opener's group is the block's tag). ``body_at_opener``: the opener is part of the body.
+    What its opener needs (a tag-like opener, ``toolcodec.scanning.openers``): with ``checks_body``,
+    a body must follow (``<``, ``{``, ``[``; a word when ``word_head`` matches it; a code fence
+    around JSON with ``fenced_json``; ``<NAME/>`` is whole with ``self_closing``, whose opener's
+    group is the block's tag). ``body_at_opener``: the opener is part of the body.
     ``past_body_repair``: the repair of a call whose block goes on past its body."""
 
     end: EndRule
@@ -76,5 +76,5 @@ BLOCK_KINDS: dict[str, BlockKind] = {
     "marker": BlockKind(marker_end.marker_end, _never_quiet, marker_end.marker_cut,
                         marker_end.calls_end, empty_is_framing=True),
 }
-# The block kind an opener group of ``toolcodec.openers`` starts (``fixed`` tags by name).
+# The block kind an opener group of ``toolcodec.scanning.openers`` starts (``fixed`` tags by name).
 OPENER_KINDS = {"function": "function", "tag": "tool_tag"}

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from toolcodec.errors import INVALID_JSON, CodecError
 from toolcodec.formats import FormatRead, invoke, quoted
+from toolcodec.results.errors import INVALID_JSON, CodecError
 
 
 def _token(name: str) -> str:

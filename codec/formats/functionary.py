@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from toolcodec.errors import INVALID_JSON, CodecError
 from toolcodec.formats import FormatRead
+from toolcodec.results.errors import INVALID_JSON, CodecError
 
 OPENER = ">>>"
 TEXT_CHANNEL = (">>>all\n", ">>>all\r\n")

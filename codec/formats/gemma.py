@@ -16,9 +16,9 @@ import re
 from typing import Any
 
 import orjson
-from toolcodec.errors import INVALID_JSON, NESTING_TOO_DEEP, CodecError
 from toolcodec.formats import FormatRead
-from toolcodec.limits import DEFAULT_LIMITS
+from toolcodec.results.errors import INVALID_JSON, NESTING_TOO_DEEP, CodecError
+from toolcodec.results.limits import DEFAULT_LIMITS
 
 QUOTES = ("<escape>", '<|"|>')  # FunctionGemma's, Gemma 4's
 BARE_STRING = "gemma.bare_string"

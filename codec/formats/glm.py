@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from toolcodec.errors import INVALID_XML, CodecError
 from toolcodec.formats import FormatRead
+from toolcodec.results.errors import INVALID_XML, CodecError
 
 # Blanks between the parts; also written as the two characters ``\n`` (``\r``, ``\t``) by a
 # server that escaped the whole output once more (``glm.escaped_layout``).

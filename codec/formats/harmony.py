@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from toolcodec.errors import INVALID_JSON, CodecError
 from toolcodec.formats import FormatRead
+from toolcodec.results.errors import INVALID_JSON, CodecError
 
 _RECIPIENT = re.compile(r"[ \t]*(?:functions\.)?([A-Za-z_][\w.\-]*)")
 MESSAGE = "<|message|>"

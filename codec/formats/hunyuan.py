@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import re
 
-from toolcodec.errors import INVALID_XML, CodecError
 from toolcodec.formats import FormatRead, glm
 from toolcodec.formats.open_block import OpenBlock, find_closer
+from toolcodec.results.errors import INVALID_XML, CodecError
 
 _BLANKS = re.compile(r"[ \t\r\n]*")
 _CALL = re.compile(r"[ \t\r\n]*<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)

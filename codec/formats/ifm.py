@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 
 import orjson
-from toolcodec.errors import INVALID_JSON, INVALID_XML, CodecError
 from toolcodec.formats import FormatRead, glm
+from toolcodec.results.errors import INVALID_JSON, INVALID_XML, CodecError
 
 OPENER, CLOSER = "<ifm|tool_calls>", "</ifm|tool_calls>"
 _BLANKS = re.compile(r"[ \t\r\n]*")

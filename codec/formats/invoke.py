@@ -14,8 +14,8 @@ from functools import lru_cache
 from typing import Any
 
 import orjson
-from toolcodec.errors import INVALID_XML, CodecError
 from toolcodec.formats import FormatRead
+from toolcodec.results.errors import INVALID_XML, CodecError
 
 _BLANK = re.compile(r"[ \t\r\n]*")
 # DeepSeek's DSML prefix: fullwidth bars as the model writes them, ASCII bars as some servers

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from toolcodec.errors import INVALID_JSON, CodecError
 from toolcodec.formats import FormatRead, quoted
+from toolcodec.results.errors import INVALID_JSON, CodecError
 
 CALL_BEGIN = "<|tool_call_begin|>"
 CALL_END = "<|tool_call_end|>"

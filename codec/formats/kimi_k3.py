@@ -22,8 +22,8 @@ import re
 from typing import Any
 
 import orjson
-from toolcodec.errors import INVALID_XML, CodecError
 from toolcodec.formats import FormatRead
+from toolcodec.results.errors import INVALID_XML, CodecError
 
 OPEN, SEP, CLOSE = "<|open|>", "<|sep|>", "<|close|>"
 _BLANK = re.compile(r"[ \t\r\n]*")

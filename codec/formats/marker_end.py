@@ -12,10 +12,10 @@ import re
 from typing import Any
 
 import regex  # partial matching: a token cut at the end of a chunk
-from toolcodec.envelopes import Block
 from toolcodec.formats import quoted
 from toolcodec.formats.open_block import OpenBlock
 from toolcodec.formats.table import END_OF_GENERATION, MarkerFormat
+from toolcodec.scanning.envelopes import Block
 
 _MORE_CALLS = regex.compile(r"[ \t\r\n,;]*(?:[\[{]|[A-Za-z_][\w.\-]{0,63}[ \t]*"
                             r"(?:\[CALL_ID\][ \t]*[\w\-]{0,64}[ \t]*)?(?:\[ARGS\])?[ \t]*[\[{])")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from toolcodec.errors import INVALID_XML, CodecError
 from toolcodec.formats import FormatRead
+from toolcodec.results.errors import INVALID_XML, CodecError
 
 _BLANK = re.compile(r"[ \t\r\n]*")
 _OPEN = re.compile(r"<function\s+name\s*=\s*([\"'])([^\"'<>]*)\1\s*>")

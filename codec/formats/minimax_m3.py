@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from toolcodec.errors import INVALID_XML, CodecError
 from toolcodec.formats import FormatRead, XmlBody
+from toolcodec.results.errors import INVALID_XML, CodecError
 
 PREFIX = "]<]minimax[>["
 _BLANKS = re.compile(r"[ \t\r\n]*")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from toolcodec.errors import INVALID_JSON, CodecError
 from toolcodec.formats import FormatRead
+from toolcodec.results.errors import INVALID_JSON, CodecError
 
 _HEAD = re.compile(r"[ \t\r\n]*([A-Za-z_][\w.\-]*)[ \t]*(?:\[CALL_ID\][ \t]*[\w\-]*[ \t]*)?"
                    r"(?:\[ARGS\])?[ \t\r\n]*(?=[{\[])")

@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolcodec.errors import INVALID_JSON, NESTING_TOO_DEEP, CodecError
 from toolcodec.formats import FormatRead
-from toolcodec.jsonscan import to_number
-from toolcodec.limits import DEFAULT_LIMITS, Limits
+from toolcodec.results.errors import INVALID_JSON, NESTING_TOO_DEEP, CodecError
+from toolcodec.results.limits import DEFAULT_LIMITS, Limits
+from toolcodec.scanning.jsonscan import to_number
 
 CLOSE_BRACKETS = "pythonic.close_brackets"
 RAW_NEWLINE = "pythonic.raw_newline"  # a line break inside a '…' string (Python wants \n)

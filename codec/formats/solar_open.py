@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from toolcodec.errors import INVALID_XML, CodecError
 from toolcodec.formats import FormatRead
+from toolcodec.results.errors import INVALID_XML, CodecError
 
 OPENER, CLOSER = "<|tool_call:start|>", "<|tool_call:end|>"
 _ARG_START, _ARG_VALUE, _ARG_END = "<|tool_arg:start|>", "<|tool_arg:value|>", "<|tool_arg:end|>"

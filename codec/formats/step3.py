@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolcodec.errors import INVALID_XML, CodecError
 from toolcodec.formats import FormatRead, invoke
+from toolcodec.results.errors import INVALID_XML, CodecError
 
 BAR = "\uff5c"
 CALL_BEGIN = f"<{BAR}tool_call_begin{BAR}>"

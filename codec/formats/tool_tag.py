@@ -13,9 +13,9 @@ from functools import lru_cache
 from typing import Any
 
 import regex  # partial matching: a tag cut at the end of a chunk
-from toolcodec.envelopes import Block
 from toolcodec.formats.open_block import OpenBlock, find_closer
-from toolcodec.opener_scan import SPACE
+from toolcodec.scanning.envelopes import Block
+from toolcodec.scanning.opener_scan import SPACE
 
 BODY_WS = 64  # blanks allowed between a bare call's elements
 _ELEMENT_OPEN = regex.compile(r"<([A-Za-z_][\w.\-]{0,63})[ \t]{0,8}(/?)>")

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolcodec.errors import INVALID_XML, CodecError
 from toolcodec.formats import FormatRead
+from toolcodec.results.errors import INVALID_XML, CodecError
 
 _KEY_LINE = re.compile(r"([A-Za-z_][\w.\-]*)[ \t]*:(?:[ \t]+(.*))?$")
 _ITEM_LINE = re.compile(r"-(?:[ \t]+(.*))?$")

@@ -16,7 +16,7 @@ from typing import Any
 from toolcodec.kindaxml.config import KindaXMLConfig, build_config
 from toolcodec.kindaxml.output import Annotation, Marker, ParseResult, Recovery, Segment
 from toolcodec.kindaxml.parser import Parser
-from toolcodec.normalize import first_surrogate, replace_surrogates
+from toolcodec.repair.normalize import first_surrogate, replace_surrogates
 
 _SURROGATES_MESSAGE = "lone surrogates were replaced by U+FFFD"
 

@@ -48,7 +48,7 @@ from typing import Any
 import orjson
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from toolcodec import __version__
-from toolcodec.errors import ALL_CODES, BAD_REQUEST
+from toolcodec.decoding.codec import codec_for
 from toolcodec.pool.model_labels import MODEL_LABEL, format_label
 from toolcodec.pool.proxy.answer_log import AnswerLog, request_id
 from toolcodec.pool.proxy.flags import (
@@ -73,8 +73,8 @@ from toolcodec.pool.proxy.upstream import (
     shape_problem,
 )
 from toolcodec.pool.service.tracing import decode_span
-from toolcodec.toolcodec import codec_for
-from toolcodec.tools import InvalidToolsError
+from toolcodec.results.errors import ALL_CODES, BAD_REQUEST
+from toolcodec.schema.tools import InvalidToolsError
 
 REPORT_HEADER = "x-toolcodec-report"
 REPAIRS_HEADER = "x-toolcodec-repairs"

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolcodec.errors import TOOL_CHOICE_UNMET, TRUNCATED, UNKNOWN_TOOL, UNRECOGNISED_MARKUP
-from toolcodec.unread_markup import KINDS
+from toolcodec.decoding.unread_markup import KINDS
+from toolcodec.results.errors import TOOL_CHOICE_UNMET, TRUNCATED, UNKNOWN_TOOL, UNRECOGNISED_MARKUP
 
 UNRECOGNISED_HEADER = "x-toolcodec-unrecognised"
 # Every name x-toolcodec-unrecognised and toolcodec_proxy_unrecognised_total{what} take.

@@ -1,14 +1,12 @@
 """Relay an upstream SSE stream through the streaming decoder (see ``toolcodec.pool.proxy.chat``).
 
-Every upstream chunk is fed, choice by choice (``n > 1`` streams are decoded per choice
-``index``), to that choice's ``PoolStream`` as it arrives; what a decoder releases goes to the
-client at once, as ``chat.completion.chunk`` deltas (``toolcodec.openai_chunks.ChunkWriter``)
-that keep the upstream's ``id``, ``model``, ``created`` and ``system_fingerprint``, and carry
-the ``logprobs`` of the upstream chunks that produced them. A reader task takes the upstream
-lines, so that while nothing can be sent (a tool-call block is pending, upstream is slow) a
-``: keep-alive`` SSE comment goes out every ``heartbeat`` seconds, and the request's overall
-deadline cuts a trickling upstream.
-
+Every upstream chunk is fed, choice by choice (``n > 1`` streams are decoded per choice ``index``),
+to that choice's ``PoolStream`` as it arrives; what a decoder releases goes to the client at once,
+as ``chat.completion.chunk`` deltas (``toolcodec.decoding.openai_chunks.ChunkWriter``) that keep the
+upstream's ``id``, ``model``, ``created`` and ``system_fingerprint``, and carry the ``logprobs`` of
+the upstream chunks that produced them. A reader task takes the upstream lines, so that while
+nothing can be sent (a tool-call block is pending, upstream is slow) a ``: keep-alive`` SSE comment
+goes out every ``heartbeat`` seconds, and the request's overall deadline cuts a trickling upstream.
 The stream always ends with ``data: [DONE]``: when upstream fails mid-way (or the deadline
 passes), what the decoders still hold is released, then an error chunk is sent. Blocks the
 decoder had no capacity for are released as content and named in the final chunk's
@@ -30,13 +28,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from toolcodec.errors import TRUNCATED
-from toolcodec.openai_chunks import ChunkWriter
+from toolcodec.decoding.openai_chunks import ChunkWriter
 from toolcodec.pool.proxy.flags import check_forced, cut_by_usage, unrecognised
 from toolcodec.pool.proxy.handoff import TICK, Handoff, Ticker
 from toolcodec.pool.proxy.http_client import HTTPError, Response
 from toolcodec.pool.proxy.message import call_id, unrepaired_natives
 from toolcodec.pool.proxy.upstream import UpstreamError, read_body, shape_problem, sse_batches
+from toolcodec.results.errors import TRUNCATED
 
 DONE = b"data: [DONE]\n\n"
 HEARTBEAT = b": keep-alive\n\n"

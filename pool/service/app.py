@@ -24,10 +24,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from toolcodec.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
 from toolcodec.pool.service.access import request_ids
 from toolcodec.pool.service.http_metrics import HttpMetrics
 from toolcodec.pool.service.tracing import decode_span, traced
+from toolcodec.results.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
 from toolcodec.worker.envelope import error_envelope
 from toolcodec.worker.faults import FAULT_OPS
 from toolcodec.worker.joblog import JobLog

@@ -22,8 +22,8 @@ import asyncio
 from typing import Any
 
 import orjson
-from toolcodec.errors import BAD_REQUEST
 from toolcodec.pool.service.one_write import HeadWithBody
+from toolcodec.results.errors import BAD_REQUEST
 from toolcodec.worker.envelope import error_envelope
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 

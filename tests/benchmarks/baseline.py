@@ -20,7 +20,7 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "toolcodec_baseline"
 _IMPORT = re.compile(r"\b(from|import) toolcodec\b")
-_STRING_MODULE = re.compile(r'"toolcodec\.')  # lazy-import tables: "toolcodec.jsonrepair"
+_STRING_MODULE = re.compile(r'"toolcodec\.')  # lazy-import tables: "toolcodec.repair.jsonrepair"
 
 
 def merge_base(branch: str = "main") -> str:

@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from toolcodec.toolcodec import ToolCallCodec  # noqa: E402
+from toolcodec.decoding.codec import ToolCallCodec  # noqa: E402
 
 from tests.benchmarks import baseline  # noqa: E402
 from tests.benchmarks.rounds import alternate, ratio, show  # noqa: E402

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from toolcodec.toolcodec import ToolCallCodec  # noqa: E402
+from toolcodec.decoding.codec import ToolCallCodec  # noqa: E402
 
 TOOLS = [{"name": "write_file", "parameters": {"type": "object", "properties": {
     "path": {"type": "string"}, "content": {"type": "string"}}}}]

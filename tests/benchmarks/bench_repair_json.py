@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from toolcodec.jsonrepair import repair_json  # noqa: E402
-from toolcodec.limits import Limits  # noqa: E402
+from toolcodec.repair.jsonrepair import repair_json  # noqa: E402
+from toolcodec.results.limits import Limits  # noqa: E402
 
 from tests.benchmarks import baseline  # noqa: E402
 from tests.benchmarks.rounds import alternate, ratio  # noqa: E402

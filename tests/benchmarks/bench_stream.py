@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from toolcodec.toolcodec import ToolCallCodec  # noqa: E402
+from toolcodec.decoding.codec import ToolCallCodec  # noqa: E402
 
 from tests.benchmarks.timing import best  # noqa: E402
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from toolcodec.toolcodec import ToolCallCodec  # noqa: E402
+from toolcodec.decoding.codec import ToolCallCodec  # noqa: E402
 
 TOOLS = [{"name": "a", "parameters": {"type": "object", "properties": {}}},
          {"name": "get_weather", "parameters": {"type": "object", "properties": {

@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from jsonschema import Draft202012Validator  # noqa: E402
-from toolcodec.toolcodec import ToolCallCodec, codec_for  # noqa: E402
-from toolcodec.tools import ToolRegistry  # noqa: E402
+from toolcodec.decoding.codec import ToolCallCodec, codec_for  # noqa: E402
+from toolcodec.schema.tools import ToolRegistry  # noqa: E402
 
 TARGET_MS = 2.0
 TARGET_TOOLS = 8

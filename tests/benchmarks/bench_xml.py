@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from toolcodec.limits import Limits  # noqa: E402
-from toolcodec.tools import ToolRegistry  # noqa: E402
-from toolcodec.xml_heuristics import default_pipeline  # noqa: E402
-from toolcodec.xmlcall import decode_xml_call  # noqa: E402
+from toolcodec.repair.xml_heuristics import default_pipeline  # noqa: E402
+from toolcodec.repair.xmlcall import decode_xml_call  # noqa: E402
+from toolcodec.results.limits import Limits  # noqa: E402
+from toolcodec.schema.tools import ToolRegistry  # noqa: E402
 
 from tests.benchmarks.timing import best  # noqa: E402
 

@@ -42,7 +42,7 @@ def load_cases(folder: Path = FOLDER) -> list[dict]:
 
 
 def run_case(case: dict) -> Outcome:
-    from toolcodec.toolcodec import ToolCallCodec
+    from toolcodec.decoding.codec import ToolCallCodec
 
     codec = ToolCallCodec(case["tools"], **case.get("options", {}))
     got = codec.decode(case["text"]).to_dict()

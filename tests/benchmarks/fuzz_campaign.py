@@ -34,7 +34,7 @@ import orjson
 import toolcodec as codec
 from toolcodec import kindaxml
 from toolcodec.formats.table import END_OF_GENERATION, MARKER_FORMATS
-from toolcodec.tools import InvalidToolsError
+from toolcodec.schema.tools import InvalidToolsError
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {

@@ -1,0 +1,259 @@
+"""The engine's reading of prose: text released as soon as it cannot begin a call's markup,
+end-of-generation tokens that close the output, and calls written in prose (strict JSON, a
+code fence around it, ``[KNOWN_TOOL(…)]``), which count only at the end, when the output
+held no block.
+
+A mixin of ``toolcodec.decoding.engine.Engine``: it reads and writes the engine's state.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import regex  # partial matching: an end-of-generation token cut at the end of a chunk
+from toolcodec.decoding.textjson import call_pairs
+from toolcodec.formats import pythonic
+from toolcodec.formats.open_block import OpenBlock
+from toolcodec.formats.table import END_OF_GENERATION
+from toolcodec.scanning.bracket_depth import bracket_depth
+
+MAX_CANDIDATES = 32  # JSON candidates tried per stretch of prose between blocks
+CALL_MARKERS = ("functools",)  # a word before JSON in prose that says "this is a call"
+# Every proper head of a call marker: what the end of a chunk may hold of one.
+_MARKER_HEADS = tuple({m[:k] for m in CALL_MARKERS for k in range(1, len(m))})
+_MARKER_WS = 64
+_END_RUN_WINDOW = 96
+# Where an end-of-generation token may start: its first two characters, or its first at the
+# end of what is looked at (a token the next chunk may complete).
+_TOKEN_START = re.compile("|".join(sorted({re.escape(t[:2]) for t in END_OF_GENERATION}))
+                          + "|[" + "".join(sorted({re.escape(t[0]) for t in END_OF_GENERATION}))
+                          + r"]\Z")
+_END_RUN = regex.compile(r"(?:" + "|".join(
+    regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True))
+    + r")(?:[ \t\r\n]{0,8}(?:" + "|".join(
+    regex.escape(t) for t in sorted(END_OF_GENERATION, key=len, reverse=True))
+    + r")){0,3}[ \t\r\n]{0,16}")
+# Prose holding none of these holds no built-in opener, end-of-generation token, bracket or
+# line break (where a bare call starts): see ``_quiet``.
+_QUIET_BREAK = re.compile("[" + re.escape("".join(sorted(
+    set("<>[]{}`\r\n") | {t[0] for t in END_OF_GENERATION}))) + "]")
+_JSON_STRUCT = re.compile(r'["{}\[\]]')
+_STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
+_PY_STRUCT = re.compile(r'["\'{}\[\]]')
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A JSON call in prose, waiting for the end of the output to be confirmed."""
+
+    start: int
+    end: int
+    calls: list[Any]
+
+
+class ProseReader:
+    """Prose and calls in prose, for ``Engine``."""
+
+    def _quiet(self, begin: int) -> bool:
+        """Release the new prose ``text[begin:]`` at once if nothing in it can begin markup,
+        with nothing held before it: what reading it would release (most deltas of a
+        stream), without the reading's searches. False: it must be read."""
+        text = self.text
+        if self.held is not None or self.pos != begin or _QUIET_BREAK.search(text, begin):
+            return False
+        openers = self.codec._openers
+        names, patterns = openers.names, openers.patterns
+        if names is not None and names.line_start(text, begin) >= 0:
+            return False  # a bare call may start on this line
+        blocks_only = self.tries >= MAX_CANDIDATES
+        if patterns.get(blocks_only)[1].search(text, begin) is not None:
+            return False  # an opener's head (a registered family's may be letters only)
+        cut = (patterns if names is None else openers.shared).cut
+        if cut(text, begin, len(text) + 1, blocks_only) is not None:
+            return False  # the end may be the head of an opener the next chunk completes
+        if self._keep_marker_tail(begin, len(text)) != len(text):
+            return False
+        self._content(begin, len(text))
+        self.pos = len(text)
+        return True
+
+    def _candidate(self, m: Any, final: bool) -> bool:
+        start = m.start()
+        lead = self._marker_before(self.pos, start)
+        self._free_text(self.pos, start if lead is None else lead, final, at_end=False)
+        if self.depth > 0 or self.tries >= MAX_CANDIDATES:  # inside bracketed prose
+            self._free_text(self.pos, start + 1, final, at_end=False)
+            return True
+        self.tries += 1
+        kind = m.lastgroup
+        body = m.end() if kind == "fence" else start
+        self.current = OpenBlock(kind, start, body, body, lead=lead)
+        self.pos = start if lead is None else lead
+        return True
+
+    def _json_extent(self, cur: OpenBlock, final: bool) -> bool:
+        """Find where a JSON value (or a pythonic call list) ends: brackets outside strings."""
+        text, i = self.text, cur.scan
+        struct = _PY_STRUCT if cur.kind == "pycall" else _JSON_STRUCT
+        while True:
+            m = (_STRING_STOP[cur.quote] if cur.quote else struct).search(text, i)
+            if m is None or (cur.quote and m.group() == "\\" and m.end() >= len(text)):
+                if final:
+                    return self._not_a_candidate(cur, final)
+                cur.scan = len(text) if m is None else m.start()
+                return False
+            ch, i = m.group(), m.end()
+            if cur.quote:
+                if ch == "\\":
+                    i += 1
+                else:
+                    cur.quote = ""
+                continue
+            if ch in "\"'":
+                cur.quote = ch
+            elif ch in "{[":
+                cur.depth += 1
+            else:
+                cur.depth -= 1
+                if cur.depth <= 0:
+                    return self._decide(cur, text[cur.start:i], i, final)
+
+    def _fence(self, cur: OpenBlock, final: bool) -> bool:
+        close = self.text.find("```", cur.scan)
+        if close < 0:
+            if final:  # an unclosed fence is prose: read on after its opener line
+                self._free_text(cur.lead if cur.lead is not None else cur.start, cur.body_start,
+                                final, at_end=False)
+                self.current = None
+                self.pos = cur.body_start
+                return True
+            cur.scan = max(cur.body_start, len(self.text) - 2)
+            return False
+        return self._decide(cur, self.text[cur.body_start:close], close + 3, final)
+
+    def _decide(self, cur: OpenBlock, source: str, end: int, final: bool) -> bool:
+        pairs = self._pairs_of(cur.kind, source)
+        if pairs is False:
+            return self._not_a_candidate(cur, final)
+        self.current = None
+        begin = cur.start if cur.lead is None else cur.lead
+        if pairs and all(self.codec.registry.get(name) is not None for name, _ in pairs):
+            ok, calls = self.codec._check_pairs(pairs)
+            # {"name": NAME} of a tool with parameters describes it: not a call's shape
+            self.known_shape = self.known_shape or ok or all(a is not None for _, a in pairs)
+            if ok:
+                fmt = "pythonic" if cur.kind == "pycall" else "json"
+                for call in calls:
+                    call.format = fmt
+                self.pos = end
+                self._hold(_Pending(begin, end, calls))
+                return True
+        if cur.kind in ("fence", "pycall"):
+            return self._not_a_candidate(cur, final)
+        self._content(begin, end)  # a parsed value is skipped whole: its brackets do not count
+        self.pos = end
+        return True
+
+    def _pairs_of(self, kind: str, source: str) -> list[tuple[str, Any]] | None | bool:
+        """The call pairs of a candidate (None: not call-shaped; False: does not parse)."""
+        if kind == "pycall":
+            found = pythonic.read(source, limits=self.codec.limits)
+            return False if found.errors or found.repairs else found.calls
+        try:
+            return call_pairs(orjson.loads(source))
+        except orjson.JSONDecodeError:
+            return False
+
+    def _not_a_candidate(self, cur: OpenBlock, final: bool) -> bool:
+        """Read on from just past the candidate's opening (inner candidates may follow)."""
+        self.current = None
+        begin = cur.start if cur.lead is None else cur.lead
+        self.pos = begin
+        self._free_text(begin, cur.body_start if cur.kind == "fence" else cur.start + 1, final,
+                        at_end=False)
+        return True
+
+    def _marker_before(self, begin: int, start: int) -> int | None:
+        head = self.text[max(begin, start - 80):start]
+        stripped = head.rstrip()
+        if len(head) - len(stripped) > _MARKER_WS:
+            return None
+        for marker in CALL_MARKERS:
+            if stripped.endswith(marker):
+                return start - (len(head) - len(stripped)) - len(marker)
+        return None
+
+    def _hold(self, pending: _Pending) -> None:
+        if self.held is None:
+            self.held = []
+        self.held.append(pending)
+
+    def _resolve(self, final: bool) -> None:
+        """Settle pending JSON calls: calls at the end of an output with no envelope (and no
+        native calls); content as soon as an envelope appears."""
+        if self.held is None:
+            return
+        self.asm.text = self.text
+        accept = final and self.envelopes == 0 and not self.native
+        held, self.held = self.held, None
+        for item in held:
+            if not isinstance(item, _Pending):
+                self._emit(item)
+            elif accept:
+                self.asm.add_calls(item.start, item.end, item.calls)
+                for call in item.calls:
+                    self._emit(self._call_event(call))
+            else:
+                self._content(item.start, item.end)
+
+    # -- prose --------------------------------------------------------------------------------
+
+    def _free_text(self, begin: int, end: int, final: bool, *, at_end: bool) -> None:
+        """Release prose ``[begin, end)``; at the end of the available text, keep back what
+        could still be the start of a call marker, or end-of-generation tokens that close the
+        output (at the end, those are recorded apart from the content)."""
+        if at_end:
+            tokens = self._end_tokens(begin, end, final)
+            if tokens < end and final:
+                self._free_text(begin, tokens, final, at_end=False)
+                self.asm.add_end_tokens(tokens, end)
+                self.pos = end
+                return
+            end = tokens
+        if at_end and not final:
+            end = self._keep_marker_tail(begin, end)
+        if end <= begin:
+            self.pos = max(self.pos, begin)
+            return
+        self.depth = bracket_depth(self.text, begin, end, self.depth)
+        self._content(begin, end)
+        self.pos = end
+
+    def _end_tokens(self, begin: int, end: int, final: bool) -> int:
+        """Where a run of end-of-generation tokens (and blanks) that ends the text starts, if
+        it starts before ``end`` (else ``end``; before the final chunk, a run that could still
+        become one).
+        Looks at most ``_END_RUN_WINDOW`` characters back."""
+        start = max(begin, end - _END_RUN_WINDOW)
+        for m in _TOKEN_START.finditer(self.text, start, end):
+            run = _END_RUN.fullmatch(self.text, m.start(), partial=not final)
+            if run is not None:
+                return m.start()
+        return end
+
+    def _keep_marker_tail(self, begin: int, end: int) -> int:
+        tail = self.text[max(begin, end - 80):end]
+        stripped = tail.rstrip()
+        if len(tail) - len(stripped) <= _MARKER_WS:
+            for marker in CALL_MARKERS:
+                if stripped.endswith(marker):
+                    return end - (len(tail) - len(stripped)) - len(marker)
+        if end == len(self.text) and tail.endswith(_MARKER_HEADS):  # one C call, mostly False
+            for marker in CALL_MARKERS:
+                for k in range(len(marker) - 1, 0, -1):
+                    if tail.endswith(marker[:k]):
+                        return end - k
+        return end

@@ -1,0 +1,119 @@
+"""The short way for a valid answer: prose, and Hermes ``<tool_call>`` blocks of strict JSON.
+
+Most answers are plain prose, or prose and ``<tool_call>{"name": …, "arguments": {…}}
+</tool_call>`` blocks whose JSON parses and whose arguments match the schema. For those the
+engine's general reading (openers, end rules, repairs, events) costs several times the parse
+and the check themselves. ``decode_valid`` reads exactly that shape with ``str.find``, one
+``orjson.loads`` and one compiled validation per call, and gives up (``None``) at the first
+thing it does not know for sure: anything in the prose that could begin markup, a body that
+is not strict JSON, a call that does not validate, a limit reached. The general reading then
+decodes the text from the start, so its answer is the reference: for every text this one
+answers, the answer is the same, spans included (property-tested against the engine in
+tests/test_valid_path.py).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from toolcodec.decoding.assembly import Assembly
+from toolcodec.repair.normalize import BIDI_CONTROLS
+from toolcodec.results.result import Call, DecodeResult, unique_ids
+from toolcodec.scanning.openers import BODY_WS
+
+_OPEN = "<tool_call>"
+_CLOSE = "</tool_call>"
+# Prose holding none of these cannot begin any built-in markup (every opener, reasoning
+# token and end-of-generation token has one); a registered family's opener is still looked
+# for with the openers' own prefilter.
+_MARKUP_CHAR = re.compile(r"[<>\[\]{}`]")
+# In a body, text the end rule reads specially (a closer inside a JSON string).
+_BODY_SPECIAL = "tool_call"
+_BIDI = re.compile("[" + "".join(sorted(BIDI_CONTROLS)) + "]")
+_FORMAT = "hermes"
+
+
+def decode_valid(codec: Any, text: str) -> DecodeResult | None:
+    """The ``DecodeResult`` of *text* if it is prose with strict, valid Hermes calls (the
+    engine's answer, reached without it); None when the general reading must decide."""
+    if (codec._prefill or len(text) > codec.limits.max_chars
+            or (codec.formats is not None and _FORMAT not in codec.formats)):
+        return None
+    patterns = codec._openers.patterns
+    if codec._bare_tool_call or patterns.at_start(text):
+        return None
+    first = patterns.get(False)[1]
+    asm = Assembly(text)
+    pos = blocks = 0
+    while True:
+        start = text.find(_OPEN, pos)
+        stop = len(text) if start < 0 else start
+        if _MARKUP_CHAR.search(text, pos, stop) is not None:
+            return None
+        hint = first.search(text, pos)
+        if hint is not None and hint.start() < stop:
+            return None
+        if start < 0:
+            break
+        blocks += 1
+        if blocks > codec.max_calls:
+            return None
+        body_start = start + len(_OPEN)
+        close = text.find(_CLOSE, body_start)
+        if close < 0:
+            return None
+        calls = _block_calls(codec, text, body_start, close)
+        if calls is None:
+            return None
+        pos = close + len(_CLOSE)
+        asm.add_calls(start, pos, calls)
+    return asm.finish("xml" if blocks else "json")
+
+
+def _block_calls(codec: Any, text: str, start: int, end: int) -> list[Call] | None:
+    """The calls of a block body that is strict JSON naming known tools with valid
+    arguments, or None."""
+    body = text[start:end]
+    head = body.lstrip()
+    if head[:1] != "{" or len(body) - len(head) > BODY_WS:
+        return None
+    if _BODY_SPECIAL in body:
+        return None
+    if not body.isascii() and _BIDI.search(body) is not None:
+        return None
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    pairs = _pairs(value)
+    if pairs is None:
+        return None
+    calls = []
+    for name, arguments in pairs:
+        if not isinstance(arguments, dict):
+            return None  # a JSON string of arguments, or no object: the general reading
+        result = codec.validate(name, arguments)
+        if not result.ok:
+            return None
+        call = Call(name, result.arguments, unique_ids(result.repairs))
+        call.format = _FORMAT
+        calls.append(call)
+    return calls
+
+
+def _pairs(value: Any) -> list[tuple[str, Any]] | None:
+    """(name, arguments) of ``{"name": …, "arguments": …}`` (the one shape read here)."""
+    if not isinstance(value, dict) or len(value) != 2:
+        return None
+    name, arguments = value.get("name"), value.get("arguments")
+    if not isinstance(name, str) or arguments is None:
+        return None
+    return [(name, arguments)]
+
+
+def names_tool_call(parameters: dict[str, Any]) -> bool:
+    """Whether a tool has a parameter named ``tool_call`` (then ``<tool_call>`` after a tool's
+    name on its own line may open a bare call, which this does not read)."""
+    return any("tool_call" in params for params in parameters.values())
