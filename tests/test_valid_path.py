@@ -80,6 +80,9 @@ TAKEN = [
     block("send_mail", {"to": "x", "body": "שלום ✓ \u00e9"}),
     block("get_weather", {"city": 3}),  # coerced to "3", named schema.coerce_string
     "Just an answer, no call at all.\nSecond line.",
+    "Markdown: **bold**, [a link](https://x.test), `code`, {braces}, a < b & c > d.\n"
+    + block("get_weather", {"city": "Rome"}) + "\n| a | b |\n|---|---|",
+    "<b>HTML</b> in prose and a list:\n- [ ] task\n- [x] done",
     # value tags in JSON strings are text (the end rule once read the first closer as a Qwen
     # value's text, up to the </parameter> of the next call: both calls were lost)
     block("send_mail", {"to": "x", "body": "<parameter=x>"}) + block("send_mail", {
@@ -96,7 +99,8 @@ def test_the_common_valid_shapes_take_the_short_way_with_the_engines_answer(text
 
 
 DECLINED = {
-    "markdown in prose": "See [the docs](x).\n" + block("get_weather", {"city": "P"}),
+    "JSON call in prose": 'Use {"name": "now", "arguments": {}} here.\n'
+    + block("get_weather", {"city": "P"}),
     "a think block": "<think>hm</think>" + block("get_weather", {"city": "P"}),
     "an end token": block("get_weather", {"city": "P"}) + "<|im_end|>",
     "unknown tool": block("get_forecast", {"city": "P"}),

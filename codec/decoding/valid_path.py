@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 from toolcodec.decoding.assembly import Assembly
+from toolcodec.formats.table import END_OF_GENERATION
 from toolcodec.repair.normalize import BIDI_CONTROLS
 from toolcodec.results.result import Call, DecodeResult, unique_ids
 from toolcodec.scanning.openers import BODY_WS
@@ -27,7 +28,7 @@ _OPEN = "<tool_call>"
 _CLOSE = "</tool_call>"
 # Prose holding none of these cannot begin any built-in markup (every opener, reasoning
 # token and end-of-generation token has one); a registered family's opener is still looked
-# for with the openers' own prefilter.
+# for with the openers' own prefilter. Prose holding one is searched as the engine searches.
 _MARKUP_CHAR = re.compile(r"[<>\[\]{}`]")
 # In a body, text the end rule reads specially (a closer inside a JSON string).
 _BODY_SPECIAL = "tool_call"
@@ -50,11 +51,16 @@ def decode_valid(codec: Any, text: str) -> DecodeResult | None:
     while True:
         start = text.find(_OPEN, pos)
         stop = len(text) if start < 0 else start
-        if _MARKUP_CHAR.search(text, pos, stop) is not None:
-            return None
-        hint = first.search(text, pos)
-        if hint is not None and hint.start() < stop:
-            return None
+        if _MARKUP_CHAR.search(text, pos, stop) is None:
+            hint = first.search(text, pos)  # a registered family's opener of letters
+            if hint is not None and hint.start() < stop:
+                return None
+        else:  # the engine's own search: prose with `<`, `{`, … that opens nothing (and
+            # does not end with end-of-generation tokens, which the engine keeps apart)
+            m = codec._openers.find(text, pos, False)
+            if (m is not None and m.start() < stop) or (
+                    start < 0 and text.rstrip().endswith(END_OF_GENERATION)):
+                return None
         if start < 0:
             break
         blocks += 1
