@@ -404,7 +404,7 @@ def _handler_for(op: str) -> Callable[[dict], dict]:
 def warm() -> None:
     """Load the codec's lazily imported parts now, so forked workers inherit them, with the
     block openers every tool set of the default formats shares (compiled once per process:
-    ``toolcodec.decoding.engine.compile_openers``).
+    ``toolcodec.scanning.openers.compile_openers``).
 
     A worker forked before this pays the imports on its first job, after every respawn.
     Best effort: a codec that fails here reports the failure in job results instead.

@@ -7,6 +7,7 @@ upstream's ``id``, ``model``, ``created`` and ``system_fingerprint``, and carry 
 the upstream chunks that produced them. A reader task takes the upstream lines, so that while
 nothing can be sent (a tool-call block is pending, upstream is slow) a ``: keep-alive`` SSE comment
 goes out every ``heartbeat`` seconds, and the request's overall deadline cuts a trickling upstream.
+
 The stream always ends with ``data: [DONE]``: when upstream fails mid-way (or the deadline
 passes), what the decoders still hold is released, then an error chunk is sent. Blocks the
 decoder had no capacity for are released as content and named in the final chunk's
