@@ -113,6 +113,7 @@ class Engine(ReasoningReader, ProseReader):
     # "length", a block the end of the text cut off is never completed into a call.
     finish_reason: str | None = None
     cut_rest: Block | None = None  # the cut part of a section whose first calls are decoding
+    loud: Any = None  # where markup may begin in prose (``ProseReader._quiet``), when known
 
     # -- feeding ------------------------------------------------------------------------------
 

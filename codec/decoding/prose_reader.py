@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -18,6 +19,7 @@ from toolcodec.decoding.textjson import call_pairs
 from toolcodec.formats import pythonic
 from toolcodec.formats.open_block import OpenBlock
 from toolcodec.formats.table import END_OF_GENERATION
+from toolcodec.repair.normalize import replace_surrogates
 from toolcodec.scanning.bracket_depth import bracket_depth
 
 MAX_CANDIDATES = 32  # JSON candidates tried per stretch of prose between blocks
@@ -38,11 +40,34 @@ _END_RUN = regex.compile(r"(?:" + "|".join(
     + r")){0,3}[ \t\r\n]{0,16}")
 # Prose holding none of these holds no built-in opener, end-of-generation token, bracket or
 # line break (where a bare call starts): see ``_quiet``.
-_QUIET_BREAK = re.compile("[" + re.escape("".join(sorted(
-    set("<>[]{}`\r\n") | {t[0] for t in END_OF_GENERATION}))) + "]")
+_BREAK_CHARS = frozenset("<>[]{}`\r\n") | {t[0] for t in END_OF_GENERATION}
+_MARKER_FIRSTS = frozenset(m[0] for m in CALL_MARKERS)
+
+
+def _char_class(chars: frozenset[str]) -> re.Pattern[str]:
+    return re.compile("[" + re.escape("".join(sorted(chars))) + "]")
+
+
+_QUIET_BREAK = _char_class(_BREAK_CHARS)
+_MARKER_FIRST = _char_class(_MARKER_FIRSTS)
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
 _STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 _PY_STRUCT = re.compile(r'["\'{}\[\]]')
+
+
+@lru_cache(maxsize=64)
+def _loud_chars(firsts: frozenset[str]) -> re.Pattern[str]:
+    return _char_class(_BREAK_CHARS | _MARKER_FIRSTS | firsts)
+
+
+def _loud(openers: Any) -> re.Pattern[str]:
+    """Where markup may begin for *openers*: a quiet break character, or one an opener (a
+    tool's name, when the names are in the patterns) or a call marker starts with. Prose
+    past the text's start without one holds no opener, whole or cut at its end (their
+    prefilters' every branch starts with one), no end token and no call marker."""
+    shared = openers.shared
+    return _loud_chars(openers.patterns.firsts | (shared.firsts if shared is not None
+                                                  else frozenset()))
 
 
 @dataclass(slots=True)
@@ -62,9 +87,25 @@ class ProseReader:
         with nothing held before it: what reading it would release (most deltas of a
         stream), without the reading's searches. False: it must be read."""
         text = self.text
-        if self.held is not None or self.pos != begin or _QUIET_BREAK.search(text, begin):
+        if self.held is not None or self.pos != begin:
             return False
         openers = self.codec._openers
+        loud = self.loud
+        if loud is None:
+            loud = self.loud = _loud(openers)
+        if begin and loud.search(text, begin) is None:
+            # None of the characters an opener, an end token or a call marker starts with
+            # (so the searches below would find nothing): only a bare call's line is left.
+            names = openers.names
+            if names is not None and names.line_start(text, begin) >= 0:
+                return False
+            piece = text[begin:]
+            self.events.append({"type": "content", "text": piece if piece.isascii()
+                                else replace_surrogates(piece)[0]})
+            self.pos = len(text)
+            return True
+        if _QUIET_BREAK.search(text, begin):
+            return False
         names, patterns = openers.names, openers.patterns
         if names is not None and names.line_start(text, begin) >= 0:
             return False  # a bare call may start on this line
@@ -245,6 +286,8 @@ class ProseReader:
         return end
 
     def _keep_marker_tail(self, begin: int, end: int) -> int:
+        if _MARKER_FIRST.search(self.text, max(begin, end - 80), end) is None:
+            return end  # what is kept back below starts with a marker's first character
         tail = self.text[max(begin, end - 80):end]
         stripped = tail.rstrip()
         if len(tail) - len(stripped) <= _MARKER_WS:

@@ -259,6 +259,8 @@ class ToolNames:
         most 16 blanks from the line's start (-1: it may not)."""
         if not self.bare or (pos and text[pos - 1] not in " \t\n"):
             return -1
+        if pos > 1 and text[pos - 1] != "\n" and text[pos - 2] not in " \t\n":
+            return -1  # a blank after a word (most deltas of prose start so): not blanks alone
         low = max(0, pos - 17)
         at = text.rfind("\n", low, pos) + 1
         if at == 0 and low > 0:
