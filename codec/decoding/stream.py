@@ -127,15 +127,20 @@ class StreamDecoder:
         if self._failed is not None:
             self._raw.append(chunk)
             return [{"type": "content", "text": chunk}] if chunk else []
+        engine = self._engine
         try:
-            self._engine.feed(chunk)
+            engine.feed(chunk)
         except BlockReady:
             raise  # the pool-backed stream decodes the block in a worker and reads on
         except Exception as exc:  # noqa: BLE001 - report, keep the text, keep streaming
             events = self._drain() + self._fail(exc)
             held = self._engine.text[self._engine.pos:]
             return events + ([{"type": "content", "text": held}] if held else [])
-        return self._drain()
+        events = engine.events  # _drain, inline: this runs for every delta
+        if not events:
+            return []
+        engine.events = []
+        return events
 
     def _drain(self) -> list[Event]:
         engine = self._engine

@@ -12,9 +12,11 @@ archive``, ``tests/benchmarks/baseline.py``). The streams:
 - ``prose/chunks``: the same as the choice dicts the proxy feeds (``{"index", "delta":
   {"content"}, "finish_reason", "logprobs"}``);
 - ``hermes long args``: prose, then a Hermes ``<tool_call>`` whose string argument is ~600
-  characters of sentences (escaped quotes and a newline among them), in 1-8 character deltas;
+  characters of sentences (quotes and line breaks escaped among them), in 1-8 character
+  deltas;
 - ``hermes q-run``: the floor bench's ``bigcall:300`` (one 300-character run of ``q``);
 - ``think+call``: a ``<think>`` section then a Hermes call, in content;
+- ``long think``: ~700 characters of ``<think>`` reasoning, then a short answer, in content;
 - ``reasoning+call/chunks``: ``reasoning_content`` deltas (4 characters) then a call in
   content, as choice dicts;
 - ``proxy mix/chunks``: the floor bench's recorded streams (``hermes_broken``, ``qwen_xml``,
@@ -41,7 +43,7 @@ from tests.upstream_standin import TOOLS  # noqa: E402
 
 SENTENCES = ("The parser keeps a bounded window of what it has read. ",
              'She said "stream it" and left, ', "costs stay linear in the output; ",
-             "commas, colons: and [brackets] are text here. ", "Line two\\nstarts here. ")
+             "commas, colons: and [brackets] are text here. ", "Line two\nstarts here. ")
 
 
 def pieces(text: str, seed: int) -> list[str]:
@@ -63,8 +65,8 @@ def streams() -> dict[str, list]:
     rng = random.Random(7)
     prose = "word " * 80
     long_arg = "".join(rng.choice(SENTENCES) for _ in range(14))
-    call = ('<tool_call>\n{"name": "search_files", "arguments": {"query": "' + long_arg
-            + '"}}\n</tool_call>')
+    call = ("<tool_call>\n" + orjson.dumps({"name": "search_files", "arguments": {
+        "query": long_arg}}).decode() + "\n</tool_call>")
     qrun = ('<tool_call>{"name": "search_files", "arguments": {"query": "' + "q" * 300
             + '"}}</tool_call>')
     think = ("<think>The user wants the files about streaming; I will search for them and "
@@ -83,15 +85,22 @@ def streams() -> dict[str, list]:
         "hermes long args": pieces("Let me look that up.\n" + call, 2),
         "hermes q-run": pieces(qrun, 4),
         "think+call": pieces(think, 5),
+        "long think": pieces("<think>" + "".join(rng.choice(SENTENCES) for _ in range(16))
+                             + "</think>The answer is short.", 6),
         "reasoning+call/chunks": as_choices(reason_deltas),
         "proxy mix/chunks": mix,
     }
 
 
+def _begins(chunk: object) -> bool:
+    """Whether *chunk* is the mix's mark that a new stream begins."""
+    return type(chunk) is dict and "stream" in chunk
+
+
 def run(codec: object, chunks: list) -> None:
     s = None
     for chunk in chunks:
-        if "stream" in chunk:  # the mix: a new stream begins
+        if _begins(chunk):  # the mix: a new stream begins
             if s is not None:
                 s.close()
             s = codec.stream(id_prefix="x_")
@@ -107,11 +116,11 @@ def same(new: object, old: object, chunks: list) -> None:
     def results(codec: object) -> list:
         out, s = [], None
         for chunk in chunks:
-            if "stream" in chunk or s is None:
+            if _begins(chunk) or s is None:
                 if s is not None:
                     out.append(orjson.dumps(s.result().to_dict()))
                 s = codec.stream(id_prefix="x_")
-                if "stream" in chunk:
+                if _begins(chunk):
                     continue
             s.feed(chunk)
         out.append(orjson.dumps(s.result().to_dict()))
@@ -136,7 +145,7 @@ def main() -> None:
     for name, chunks in streams().items():
         if args.only and name != args.only:
             continue
-        n = sum(1 for c in chunks if "stream" not in c)
+        n = sum(1 for c in chunks if not _begins(c))
         contenders = {"toolcodec": lambda c=chunks: run(codec, c)}
         if old is not None:
             same(codec, old, chunks)
