@@ -9,6 +9,7 @@ the codec at ``--baseline`` (default: the merge base with ``main``, imported fro
 archive``, ``tests/benchmarks/baseline.py``). The streams:
 
 - ``prose``: 400 characters of prose in 1-8 character deltas, as text;
+- ``english``: 400 characters of English prose (an ``f`` in about one delta of six), as text;
 - ``prose/chunks``: the same as the choice dicts the proxy feeds (``{"index", "delta":
   {"content"}, "finish_reason", "logprobs"}``);
 - ``hermes long args``: prose, then a Hermes ``<tool_call>`` whose string argument is ~600
@@ -44,6 +45,12 @@ from tests.upstream_standin import TOOLS  # noqa: E402
 SENTENCES = ("The parser keeps a bounded window of what it has read. ",
              'She said "stream it" and left, ', "costs stay linear in the output; ",
              "commas, colons: and [brackets] are text here. ", "Line two\nstarts here. ")
+
+ENGLISH = ("The forecast for the first days of the month is fair, with a front from the west "
+           "on Friday. Figures from the field office follow after the summary; if anything "
+           "is off, tell us before the fourth and we will fix it. Most of the rain falls in "
+           "the hills, so the roads stay clear, and the ferry runs on its usual timetable. "
+           "Thanks for waiting, and have a good weekend of walks and coffee in the sun.")
 
 
 def pieces(text: str, seed: int) -> list[str]:
@@ -81,6 +88,7 @@ def streams() -> dict[str, list]:
         mix += [{"stream": case}] + as_choices(deltas(RECORDED[case]))
     return {
         "prose": pieces(prose, 1),
+        "english": pieces(ENGLISH, 8),
         "prose/chunks": as_choices([{"content": p} for p in pieces(prose, 1)]),
         "hermes long args": pieces("Let me look that up.\n" + call, 2),
         "hermes q-run": pieces(qrun, 4),
