@@ -87,3 +87,66 @@ def test_generated_prose_reads_as_the_batch(text, sizes):
         parts.append(text[at:at + size])
         at, i = at + size, i + 1
     check(CODEC, text, parts)
+
+
+# Quiet prose is found by one search for the characters markup may begin with (the break
+# characters, those the openers start with, those a call marker starts with): each kind of
+# them on its own, where no other kind covers it.
+_HERMES_JSON = ToolCallCodec(TOOLS, formats=("hermes", "json"))  # no opener starts with "f"
+_NAMED_IN = ToolCallCodec([{"name": "météo", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}}}}])  # a name the shared patterns cannot read: compiled in
+
+
+@pytest.mark.parametrize(("codec", "text"), [
+    (_HERMES_JSON, 'Call it, functools [{"name": "get_weather", "arguments": {"city": "Oslo"}}]'),
+    (_HERMES_JSON, "The word is functools"),
+    (_HERMES_JSON, "A stretch of words of fun and more funct"),
+    (_NAMED_IN, "Checking now.\n  météo\n<city>Oslo</city>\nDone."),
+    (_NAMED_IN, "Checking now.\n  météo and more words\n<city>Oslo</city>"),
+    (_NAMED_IN, "Checking now, met with météo.\nmétéo\n<city>Oslo</city>"),
+    (CODEC, "Checking now.\n  get_weather\n<city>Oslo</city>\nDone."),
+    (CODEC, "Checking now.\n\t get_weather \n<city>Oslo</city>"),
+    (CODEC, "Checking now.\nget_weather\n<city>Oslo</city>"),
+    (CODEC, "Checking now. \n get_weather\n<city>Oslo</city>"),
+])
+def test_each_kind_of_loud_character_stops_quiet_prose(codec, text):
+    for cut in range(len(text) + 1):
+        check(codec, text, [text[:cut], text[cut:]])
+    for size in (1, 2, 3, 5):
+        for skip in range(size):  # every alignment of the chunks
+            parts = [text[:skip]] + [text[i:i + size] for i in range(skip, len(text), size)]
+            check(codec, text, [p for p in parts if p])
+
+
+# Reasoning deltas that no closer can start in are sent without the closer search
+# (``ReasoningReader._think_quiet``): the closer (of ``<``, ``[`` or letters), a call written
+# while thinking, a call on a line of its own in reasoning the prompt opened, an answer
+# channel, each at every cut. (Every row's call openers start with a closer's first
+# character today, so only that guard is seen to fail here; the others are for a row where
+# they would not.)
+_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+_PREFILLED = ToolCallCodec(TOOLS, starts_in_reasoning=True)
+
+
+@pytest.mark.parametrize(("codec", "text"), [
+    (CODEC, "<think>Plan: check the weather, then answer.</think>Sure.\n" + _CALL),
+    (CODEC, "<think>First a draft:\n" + _CALL + "\nno, later.</think>Done."),
+    (CODEC, "<think>A closer cut: </thin and on </think > then </think>after"),
+    (CODEC, "<think>Never closed, a long line of thought with no end"),
+    (_PREFILLED, "The user wants the weather; calling it.\n" + _CALL),
+    (_PREFILLED, "Drafting:\n" + _CALL + "\n</think>Then the answer."),
+    (_PREFILLED, "Thinking about it.</think>\n" + _CALL),
+    (ToolCallCodec(TOOLS, formats=("granite",)),  # a closer made of letters
+     "Here is my thought process: How is Oslo? Hmm, Here is my response: It is sunny."),
+    (ToolCallCodec(TOOLS, formats=("mistral",)), "[THINK]Oslo, then [/THIN [/THINK]Sunny."),
+    (ToolCallCodec(TOOLS, formats=("harmony",)),
+     "<|channel|>analysis<|message|>Think of Oslo.<|end|><|start|>assistant<|channel|>final"
+     "<|message|>It is sunny.<|return|>"),
+])
+def test_quiet_reasoning_reads_as_the_batch_at_every_cut(codec, text):
+    for cut in range(len(text) + 1):
+        check(codec, text, [text[:cut], text[cut:]])
+    for size in (1, 2, 3, 5):
+        for skip in range(size):
+            parts = [text[:skip]] + [text[i:i + size] for i in range(skip, len(text), size)]
+            check(codec, text, [p for p in parts if p])

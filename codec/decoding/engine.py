@@ -113,6 +113,7 @@ class Engine(ReasoningReader, ProseReader):
     # "length", a block the end of the text cut off is never completed into a call.
     finish_reason: str | None = None
     cut_rest: Block | None = None  # the cut part of a section whose first calls are decoding
+    loud: Any = None  # where markup may begin in prose (``ProseReader._quiet``), when known
 
     # -- feeding ------------------------------------------------------------------------------
 
@@ -133,8 +134,14 @@ class Engine(ReasoningReader, ProseReader):
             self.text = text
             if last:
                 return
-            if not (self._cannot_end(chunk) if self.current is not None
-                    else self._quiet(len(text) - len(chunk))):
+            cur = self.current
+            if cur is None:
+                quiet = self._quiet(len(text) - len(chunk))
+            elif cur.kind == "think":
+                quiet = self._think_quiet(cur)
+            else:
+                quiet = self._cannot_end(chunk)
+            if not quiet:
                 self._advance(final=False)
             return
         room = self.codec.limits.max_chars - len(text)
@@ -164,10 +171,13 @@ class Engine(ReasoningReader, ProseReader):
 
     def _cannot_end(self, chunk: str) -> bool:
         """Whether *chunk* certainly leaves the open block open (the common case inside a long
-        block: then there is nothing to decide, and nothing is scanned)."""
+        block: then there is nothing to decide, and nothing is scanned; reasoning's text is
+        sent as reading it would send it)."""
         cur = self.current
-        if cur is None or cur.kind == "think":
-            return False  # prose is released at once; reasoning is streamed as it comes
+        if cur is None:
+            return False
+        if cur.kind == "think":
+            return self._think_quiet(cur)  # reasoning is streamed as it comes
         if cur.kind in ("json", "pycall"):
             return not any(c in chunk for c in '"\'\\{}[]')
         if cur.kind == "fence":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -18,6 +19,7 @@ from toolcodec.decoding.textjson import call_pairs
 from toolcodec.formats import pythonic
 from toolcodec.formats.open_block import OpenBlock
 from toolcodec.formats.table import END_OF_GENERATION
+from toolcodec.repair.normalize import replace_surrogates
 from toolcodec.scanning.bracket_depth import bracket_depth
 
 MAX_CANDIDATES = 32  # JSON candidates tried per stretch of prose between blocks
@@ -38,11 +40,45 @@ _END_RUN = regex.compile(r"(?:" + "|".join(
     + r")){0,3}[ \t\r\n]{0,16}")
 # Prose holding none of these holds no built-in opener, end-of-generation token, bracket or
 # line break (where a bare call starts): see ``_quiet``.
-_QUIET_BREAK = re.compile("[" + re.escape("".join(sorted(
-    set("<>[]{}`\r\n") | {t[0] for t in END_OF_GENERATION}))) + "]")
+_BREAK_CHARS = frozenset("<>[]{}`\r\n") | {t[0] for t in END_OF_GENERATION}
+
+
+def _heads_pattern(heads: frozenset[str]) -> re.Pattern[str]:
+    """Where one of *heads* (texts of one or two characters) is, or the first character of
+    a two-character one ends the text: where a text with those heads may begin, whole or
+    cut by the text's end."""
+    singles = {h for h in heads if len(h) == 1}
+    pairs = sorted({h for h in heads if len(h) == 2 and h[0] not in singles})
+    alts = [re.escape(h) for h in pairs]
+    if pairs:
+        alts.append("[" + re.escape("".join(sorted({h[0] for h in pairs}))) + r"]\Z")
+    if singles:
+        alts.insert(0, "[" + re.escape("".join(sorted(singles))) + "]")
+    return re.compile("|".join(alts) or "(?!)")
+
+
+_MARKER_HEADS2 = frozenset(m[:2] for m in CALL_MARKERS)
+_QUIET_BREAK = _heads_pattern(_BREAK_CHARS)
+_MARKER_LOUD = _heads_pattern(_MARKER_HEADS2)  # where a call marker may end a text
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
 _STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 _PY_STRUCT = re.compile(r'["\'{}\[\]]')
+
+
+@lru_cache(maxsize=64)
+def _loud_heads(heads: frozenset[str]) -> re.Pattern[str]:
+    return _heads_pattern(_BREAK_CHARS | _MARKER_HEADS2 | heads)
+
+
+def _loud(openers: Any) -> re.Pattern[str]:
+    """Where markup may begin for *openers*: a quiet break character, or the first two
+    characters of an opener (a tool's name, when the names are in the patterns) or of a call
+    marker, or the first one at the text's end. Prose past the text's start without one
+    holds no opener, whole or cut at its end (their prefilters' every branch starts with
+    one: ``Patterns.heads``), no end token and no call marker."""
+    shared = openers.shared
+    return _loud_heads(openers.patterns.heads | (shared.heads if shared is not None
+                                                 else frozenset()))
 
 
 @dataclass(slots=True)
@@ -58,13 +94,30 @@ class ProseReader:
     """Prose and calls in prose, for ``Engine``."""
 
     def _quiet(self, begin: int) -> bool:
-        """Release the new prose ``text[begin:]`` at once if nothing in it can begin markup,
-        with nothing held before it: what reading it would release (most deltas of a
-        stream), without the reading's searches. False: it must be read."""
-        text = self.text
-        if self.held is not None or self.pos != begin or _QUIET_BREAK.search(text, begin):
+        """Release the prose not yet released, ``text[pos:]`` (the new ``text[begin:]`` and
+        what was held before it), at once if nothing in it can begin markup: what reading
+        it would release (most deltas of a stream), without the reading's searches. False:
+        it must be read."""
+        text, pos = self.text, self.pos
+        if self.held is not None:
             return False
         openers = self.codec._openers
+        loud = self.loud
+        if loud is None:
+            loud = self.loud = _loud(openers)
+        if pos and loud.search(text, pos) is None:
+            # No head of an opener, an end token or a call marker, whole or cut (so the
+            # reading's searches from pos would find nothing): only a bare call's line is left.
+            names = openers.names
+            if names is not None and names.line_start(text, pos) >= 0:
+                return False
+            piece = text[pos:]
+            self.events.append({"type": "content", "text": piece if piece.isascii()
+                                else replace_surrogates(piece)[0]})
+            self.pos = len(text)
+            return True
+        if pos != begin or _QUIET_BREAK.search(text, begin):
+            return False  # what was held is read with the new text
         names, patterns = openers.names, openers.patterns
         if names is not None and names.line_start(text, begin) >= 0:
             return False  # a bare call may start on this line
@@ -245,6 +298,9 @@ class ProseReader:
         return end
 
     def _keep_marker_tail(self, begin: int, end: int) -> int:
+        if _MARKER_LOUD.search(self.text, max(begin, end - 80), end) is None:
+            return end  # what is kept back below starts with a marker's head (or its first
+            # character, at the end)
         tail = self.text[max(begin, end - 80):end]
         stripped = tail.rstrip()
         if len(tail) - len(stripped) <= _MARKER_WS:

@@ -63,6 +63,30 @@ class ReasoningReader:
             return self._end_reasoning(cur, row, len(text), len(text), False)
         return self._end_reasoning(cur, row, close + len(closer), close, True)
 
+    def _think_quiet(self, cur: OpenBlock) -> bool:
+        """Send the new reasoning as ``_think`` would, without its searches, when no closer
+        can start where the search for one resumes (most deltas of a reasoning block). False:
+        it must be read (a closer's first character, a call candidate, a call opener that
+        may end prompt-opened reasoning, or a block not read yet)."""
+        row = cur.row
+        if row is None or cur.lead is not None or cur.closer_at >= cur.scan or (
+                row.call_openers and cur.body_start == cur.start):
+            return False
+        text, scan = self.text, cur.scan
+        for first in row.closer_firsts:
+            if text.find(first, scan) >= 0:
+                return False
+        cur.closer_at, cur.closer = -1, ""  # what the search would have found: none
+        upto = cur.scan = max(scan, cur.body_start, len(text) - row.longest + 1)
+        start = max(cur.body_start, cur.reasoned)
+        if upto > start:  # _reasoning, inline: this runs for every delta of the block
+            piece = text[start:upto]
+            event = {"type": "reasoning" if row.kind == "reasoning" else "content",
+                     "text": piece if piece.isascii() else replace_surrogates(piece)[0]}
+            (self.events if self.held is None else self.held).append(event)
+            cur.reasoned = upto
+        return True
+
     def _end_reasoning(self, cur: OpenBlock, row: Any, end: int, body_end: int,
                        closed: bool) -> bool:
         self._reasoning(cur, row.kind, body_end)

@@ -52,6 +52,8 @@ from toolcodec.results.errors import BAD_REQUEST, INTERNAL_ERROR, CodecError
 from toolcodec.results.result import DecodeResult, Span, encodable_result
 
 Event = dict[str, Any]
+_MISSING = object()  # a key a chunk lacks
+_NOT_TEXT = object()  # a delta's content that is neither a string nor null
 
 
 class StreamDecoder:
@@ -125,15 +127,20 @@ class StreamDecoder:
         if self._failed is not None:
             self._raw.append(chunk)
             return [{"type": "content", "text": chunk}] if chunk else []
+        engine = self._engine
         try:
-            self._engine.feed(chunk)
+            engine.feed(chunk)
         except BlockReady:
             raise  # the pool-backed stream decodes the block in a worker and reads on
         except Exception as exc:  # noqa: BLE001 - report, keep the text, keep streaming
             events = self._drain() + self._fail(exc)
             held = self._engine.text[self._engine.pos:]
             return events + ([{"type": "content", "text": held}] if held else [])
-        return self._drain()
+        events = engine.events  # _drain, inline: this runs for every delta
+        if not events:
+            return []
+        engine.events = []
+        return events
 
     def _drain(self) -> list[Event]:
         engine = self._engine
@@ -146,32 +153,55 @@ class StreamDecoder:
     # -- OpenAI chunks ----------------------------------------------------------------------------
 
     def _chunk(self, chunk: dict[str, Any]) -> list[Event]:
-        reason = _finish_reason_of(chunk)
-        if reason is not None:
+        if "choices" in chunk:
+            reason = _finish_reason_of(chunk)
+            delta, problem = _delta_of(chunk)
+        else:  # a choice (``{"index", "delta", "finish_reason"}``, as a proxy hands them on)
+            # or a delta: its fields read here, one lookup each (this runs for every delta)
+            delta, problem, reason = chunk.get("delta", _MISSING), None, None
+            if delta is _MISSING:
+                delta = chunk
+            else:
+                reason = chunk.get("finish_reason")
+            if delta is not None and type(delta) is not dict and not isinstance(delta, dict):
+                problem = "chunk delta must be an object"
+        if reason is not None and isinstance(reason, str):
             self._finish_reason = reason
-        delta, problem = _delta_of(chunk)
         if problem is not None:
             return [_bad(problem)]
         if delta is None:
             return []  # e.g. a usage-only chunk
         self._messages = True
+        get = delta.get
+        content = get("content")
+        if content is not None and type(content) is not str and not isinstance(content, str):
+            content = _NOT_TEXT
+        if len(delta) == 1 and content is not None and content is not _NOT_TEXT:
+            return self._text(content)  # the common delta: content alone
         events: list[Event] = []
-        reasoning = delta.get("reasoning_content", delta.get("reasoning"))
+        reasoning = get("reasoning_content", get("reasoning"))
         if reasoning is not None:
             if not isinstance(reasoning, str):
                 return [_bad("delta.reasoning_content must be a string")]
-            self._reasoning = (self._reasoning or []) + [reasoning]
+            if self._reasoning is None:
+                self._reasoning = []
+            self._reasoning.append(reasoning)
             if reasoning:
                 events.append({"type": "reasoning", "text": reasoning})
             if reasoning.strip() and not self._engine.text:
                 self._engine.current = None  # split off upstream: no prefill, as in decode
-        calls = delta.get("tool_calls")
+        calls = get("tool_calls")
         if calls is not None:
             events += self._gather(calls)
-        content = delta.get("content")
-        if content is not None and not isinstance(content, str):
+        if content is _NOT_TEXT:
             return events + [_bad("delta.content must be a string or null")]
-        return events + self._text(content or "")
+        if not content:
+            if self._failed is not None:
+                return events
+            drained = self._drain()
+            return events + drained if drained else events
+        text = self._text(content)
+        return events + text if events else text
 
     def _gather(self, fragments: Any) -> list[Event]:
         if not isinstance(fragments, list):

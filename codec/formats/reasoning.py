@@ -47,12 +47,15 @@ class ReasoningFormat:
     prefill_only: bool = False
     # its markers are ordinary words: read only when ``formats=`` names its format
     explicit: bool = False
-    # derived once: the longest closer, the openers of calls_end_prefill
+    # derived once: the longest closer, the openers of calls_end_prefill, the characters
+    # the closers start with
     longest: int = field(init=False, default=0)
     call_openers: tuple[str, ...] = field(init=False, default=())
+    closer_firsts: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "longest", max(map(len, self.closers)))
+        object.__setattr__(self, "closer_firsts", "".join(sorted({c[0] for c in self.closers})))
         object.__setattr__(self, "call_openers", tuple(o for o, _ in self.calls_end_prefill))
 
 

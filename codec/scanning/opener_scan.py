@@ -135,14 +135,19 @@ class Patterns:
     start marker is not in it: *start* is its head, where the text starts (empty: the
     openers have none)."""
 
-    __slots__ = ("sources", "any_name", "start", "window", "firsts", "_compiled", "_start",
-                 "_firsts")
+    __slots__ = ("sources", "any_name", "start", "window", "firsts", "heads", "_compiled",
+                 "_start", "_firsts")
 
     def __init__(self, every: tuple[str, str], blocks: tuple[str, str], *, window: int,
-                 firsts: str, any_name: bool = False, start: str = "") -> None:
+                 firsts: str, any_name: bool = False, start: str = "",
+                 heads: frozenset[str] | None = None) -> None:
         self.sources = (every, blocks)  # (pattern, prefilter) sources
         self.any_name, self.start, self.window = any_name, start, window
         self.firsts = frozenset(firsts)
+        # The first two characters of what the prefilter's branches match (one, for a
+        # branch of one literal character or one that starts with a class): no whole or cut
+        # match starts past the text's start where none is, unless at its last character.
+        self.heads = self.firsts if heads is None else heads
         self._compiled: list[tuple[Any, Any] | None] = [None, None]
         self._start: Any = None
         self._firsts = re.compile(f"[{re.escape(''.join(sorted(self.firsts)))}]")
@@ -259,6 +264,8 @@ class ToolNames:
         most 16 blanks from the line's start (-1: it may not)."""
         if not self.bare or (pos and text[pos - 1] not in " \t\n"):
             return -1
+        if pos > 1 and text[pos - 1] != "\n" and text[pos - 2] not in " \t\n":
+            return -1  # a blank after a word (most deltas of prose start so): not blanks alone
         low = max(0, pos - 17)
         at = text.rfind("\n", low, pos) + 1
         if at == 0 and low > 0:

@@ -188,13 +188,16 @@ def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
     # the characters an opener may start with.
     window = max(64, *map(len, literals))
     firsts = "".join(t[0] for t in literals) + "[{`" * on("json")
+    starts = {t[:2] for t in literals} | set("[{`" * on("json"))  # Patterns.heads
     if names is None:
         head = (rf"[ \t\r\n]{{0,{BODY_WS}}}{trie_pattern(start_tokens)}" if start_tokens
                 else "")
-        return _any_name_patterns(parts, candidates, literals, head, on, window, firsts)
+        return _any_name_patterns(parts, candidates, literals, head, on, window, firsts,
+                                  frozenset(starts | {"<", "[", "\n"}))
     if names:  # or a tool-name opener: its name, blanks and parameters' tags
         window += 2 * max(map(len, names)) + 2 * BODY_WS + 64
         firsts += "<[" + "".join(n[0] for n in names)
+        starts |= {"<", "["} | {n[:2] for n in names}
         alt = trie_pattern(names)
         if on("tool_tag", "yaml_tag"):
             parts.append(rf"<(?P<tag>{alt})(?=[\s>/])[^<>]{{0,64}}>")
@@ -214,11 +217,11 @@ def _opener_patterns(formats: frozenset[str] | None, names: list[str] | None,
                              bare_names, heads)
     blocks_first = prefilter_source(literals, "(?!)", [], bare_names, heads)
     return Patterns(("|".join(parts), every), ("|".join(blocks), blocks_first), window=window,
-                    firsts=firsts, start=unnamed(start))
+                    firsts=firsts, start=unnamed(start), heads=frozenset(starts))
 
 
 def _any_name_patterns(parts: list[str], candidates: int, literals: list[str], start: str,
-                       on: Any, window: int, firsts: str) -> Patterns:
+                       on: Any, window: int, firsts: str, heads: frozenset[str]) -> Patterns:
     """``_opener_patterns`` for any name: the tool-name openers after the others, and an
     ``re`` prefilter whose branches each start with a literal character (so that ``re``
     skips to where one may match), the tool-name openers last (``ToolNames.find_whole``)."""
@@ -238,7 +241,7 @@ def _any_name_patterns(parts: list[str], candidates: int, literals: list[str], s
     block_heads = [h for h in named_heads if not h.startswith(r"\[")]
     return Patterns(("|".join(parts), "|".join(first + json_heads + named_heads)),
                     ("|".join(blocks), "|".join(first + block_heads)), window=window,
-                    firsts=firsts, any_name=True, start=start)
+                    firsts=firsts, any_name=True, start=start, heads=heads)
 
 
 def _bare_openers(names: list[str], parameters: dict[str, list[str]]) -> str:
