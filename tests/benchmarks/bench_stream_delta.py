@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import orjson  # noqa: E402
 from toolcodec.decoding.codec import ToolCallCodec  # noqa: E402
-from toolcodec.pool.proxy.demo_upstream import deltas  # noqa: E402
+from toolcodec.pool.proxy.demo_upstream import deltas, pieces  # noqa: E402
 
 from tests.benchmarks import baseline  # noqa: E402
 from tests.benchmarks.rounds import alternate, show  # noqa: E402
@@ -51,16 +51,6 @@ ENGLISH = ("The forecast for the first days of the month is fair, with a front f
            "is off, tell us before the fourth and we will fix it. Most of the rain falls in "
            "the hills, so the roads stay clear, and the ferry runs on its usual timetable. "
            "Thanks for waiting, and have a good weekend of walks and coffee in the sun.")
-
-
-def pieces(text: str, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    out, i = [], 0
-    while i < len(text):
-        n = rng.randint(1, 8)
-        out.append(text[i:i + n])
-        i += n
-    return out
 
 
 def as_choices(delta_list: list[dict]) -> list[dict]:
@@ -82,19 +72,19 @@ def streams() -> dict[str, list]:
     reason_deltas = ([{"role": "assistant", "content": ""}]
                      + [{"reasoning_content": reasoning[i:i + 4]}
                         for i in range(0, len(reasoning), 4)]
-                     + [{"content": p} for p in pieces("Searching.\n" + call, 3)])
+                     + [{"content": p} for p in pieces("Searching.\n" + call, "3")])
     mix: list[dict] = []
     for case in ("hermes_broken", "qwen_xml", "two_calls", "native_ok"):
         mix += [{"stream": case}] + as_choices(deltas(RECORDED[case]))
     return {
-        "prose": pieces(prose, 1),
-        "english": pieces(ENGLISH, 8),
-        "prose/chunks": as_choices([{"content": p} for p in pieces(prose, 1)]),
-        "hermes long args": pieces("Let me look that up.\n" + call, 2),
-        "hermes q-run": pieces(qrun, 4),
-        "think+call": pieces(think, 5),
+        "prose": pieces(prose, "1"),
+        "english": pieces(ENGLISH, "8"),
+        "prose/chunks": as_choices([{"content": p} for p in pieces(prose, "1")]),
+        "hermes long args": pieces("Let me look that up.\n" + call, "2"),
+        "hermes q-run": pieces(qrun, "4"),
+        "think+call": pieces(think, "5"),
         "long think": pieces("<think>" + "".join(rng.choice(SENTENCES) for _ in range(16))
-                             + "</think>The answer is short.", 6),
+                             + "</think>The answer is short.", "6"),
         "reasoning+call/chunks": as_choices(reason_deltas),
         "proxy mix/chunks": mix,
     }
