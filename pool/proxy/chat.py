@@ -145,6 +145,7 @@ class ProxyMetrics:
 
         # Each request counts once: children kept here, not looked up by label values again.
         self._request_counts: dict[tuple[bool, str, str, str], Any] = {}
+        self._error_counts: dict[tuple[Any, str, str], Any] = {}
 
     def count(self, stream: bool, outcome: str, result: dict[str, Any] | None = None) -> None:
         # model: the request's, noted where its options were resolved (bounded labels)
@@ -157,8 +158,12 @@ class ProxyMetrics:
         for error in (result or {}).get("errors") or []:
             code = error.get("code")
             if code not in CAPACITY_CODES:  # counted as undecoded, not blamed on the model
-                self.model_errors.labels(code if code in ALL_CODES else "other", model,
-                                         fmt).inc()
+                label = code if code in ALL_CODES else "other"
+                child = self._error_counts.get((label, model, fmt))
+                if child is None:
+                    child = self._error_counts[label, model, fmt] = self.model_errors.labels(
+                        label, model, fmt)
+                child.inc()
 
     def count_unrecognised(self, stream: bool, whats: list[str]) -> None:
         for what in whats:
@@ -214,7 +219,7 @@ class ChatProxy:
         """The model's upstream, and the chat completion's headers and body."""
         if prepared.decode:  # built while the model generates: the decode then only parses
             self.pool.prepare(prepared.tools, prepared.options or None,
-                              built_here=prepared.codec is not None)
+                              built_here=prepared.codec is not None, codec=prepared.codec)
         http, key = self.upstreams.pick(prepared.upstream.get("model"))
         headers = forwarded(incoming, key)
         headers["content-type"] = "application/json"
