@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+import orjson
 from prometheus_client import CollectorRegistry
 from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.pool import door
@@ -111,6 +112,8 @@ class Pool:
         )
         self._threads: ThreadPoolExecutor | None = None
         self._tool_sizes: dict[int, tuple[Any, int]] = {}  # id(codec): (codec, tools' size)
+        # id(codec): (codec, the workers' key for its tool set, see ``prepare``)
+        self._prepare_keys: dict[int, tuple[Any, bytes | None]] = {}
         # Jobs run inline apply the same ceilings as the workers: the pool's, else the
         # environment the process backend's workers inherit from this process.
         self._inline = Inline(inline_max_chars, ceiling or operator_limits(), self.metrics) \
@@ -241,7 +244,7 @@ class Pool:
                                   else {"tools": tools, "options": options})
 
     def prepare(self, tools: list[dict] | None, options: dict | None = None, *,
-                built_here: bool = False) -> bool:
+                built_here: bool = False, codec: ToolCallCodec | None = None) -> bool:
         """Build the codec for ``tools`` (and the job ``options``) ahead of the jobs that use
         them, off any job's budget; returns at once.
 
@@ -253,13 +256,25 @@ class Pool:
         them too), and jobs run inline find them built here. True if it was taken; False
         where the backend has nothing to prepare (RQ workers build on their first job) or
         the tools are not JSON data. ``built_here``: :meth:`ready` has just found them built in
-        this process; only the workers are asked.
+        this process; only the workers are asked. ``codec``: what :meth:`ready` answered for
+        them (implies ``built_here``): the workers' key for the tool set (its canonical JSON)
+        is then kept per codec, not encoded for every call (a proxy asks on every request).
         """
         payload = {"tools": tools} if options is None else {"tools": tools, "options": options}
-        if self._inline is not None and not built_here:
+        if self._inline is not None and not built_here and codec is None:
             self._inline.prepare(payload)
         native = getattr(self._impl, "prepare", None)
-        return bool(native(tools, options)) if native is not None else False
+        if native is None:
+            return False
+        if codec is None:
+            return bool(native(tools, options))
+        held = self._prepare_keys.get(id(codec))
+        if held is None or held[0] is not codec:
+            if len(self._prepare_keys) >= _TOOL_SIZES:
+                self._prepare_keys.clear()
+            # tools of the same canonical JSON build the same codec: one key serves them all
+            held = self._prepare_keys[id(codec)] = (codec, _prepare_key(payload))
+        return bool(native(tools, options, key=held[1])) if held[1] is not None else False
 
     def stream(self, tools: list[dict] | None = None, *, timeout_ms: float | None = None,
                id_prefix: str | None = None, **options: Any) -> Any:
@@ -296,7 +311,15 @@ def _arrival(arrived: float | None) -> dict[str, float]:
     return {} if arrived is None else {"arrived": arrived}
 
 
-_TOOL_SIZES = 64  # codecs whose tools' size is kept (the codec cache holds fewer)
+_TOOL_SIZES = 64  # codecs whose tools' size (and prepare key) is kept (the cache holds fewer)
+
+
+def _prepare_key(payload: dict) -> bytes | None:
+    """A tool set's key in the workers' preparations: its canonical JSON (None: not JSON)."""
+    try:
+        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
 
 
 def _ceiling(backend: str, limits: Limits | dict[str, int] | None) -> Limits | None:

@@ -136,6 +136,11 @@ def test_ready_answers_the_codec_built_here_and_a_job_given_it_answers_the_same(
     assert asyncio.run(inline.asubmit("decode", payload, codec=codec))["result"] == \
         there["result"]
     assert inline.prepare(tools, options, built_here=True)  # only the workers are asked
+    asked = list(inline.impl._prepared)
+    # given the codec, the workers are asked with the same key, kept per codec, not encoded
+    assert inline.prepare(tools, options, codec=codec)
+    assert inline.prepare(tools, options, codec=codec)
+    assert list(inline.impl._prepared) == asked
     # a job too big to run here goes to a worker, codec given or not
     big = {**payload, "message": {"role": "assistant", "content": CALL + " " * 100_000}}
     assert inline.submit("decode", big, codec=codec)["backend"] == "process"
