@@ -120,21 +120,25 @@ class Pool:
             if inline_max_chars > 0 else None
 
     def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
-               arrived: float | None = None, codec: ToolCallCodec | None = None) -> dict:
+               arrived: float | None = None, codec: ToolCallCodec | None = None,
+               json_data: bool = False) -> dict:
         """Run one job and return its envelope within ``timeout_ms`` (plus a small grace).
 
         ``arrived`` (a ``time.monotonic()``): when the request that asks for the job arrived,
         if it waited before this call (in an HTTP server's queue); the budget counts from
         then, and a job that can no longer start in what is left is shed (``rejected``).
         ``codec``: what :meth:`ready` answered for the payload's tools and options (a job run
-        in this process then does not look it up again).
+        in this process then does not look it up again). ``json_data``: the payload is JSON
+        data as ``orjson.loads`` gives it (dicts with string keys, lists, strings, numbers,
+        booleans, None); a job given its codec and run in this process then takes it as it
+        is, without encoding it (the envelope is the same).
         Never raises: a bad op, budget or oversized payload is answered at once.
         """
         start = time.monotonic()
         ms, refused = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        here = self._run_inline(op, payload, ms, arrived, codec)
+        here = self._run_inline(op, payload, ms, arrived, codec, json_data)
         if here is not None:
             return here
         return self._impl.submit(op, payload, timeout_ms=ms, **_arrival(arrived))
@@ -178,13 +182,14 @@ class Pool:
         return [f.result() for f in futures]
 
     async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
-                      arrived: float | None = None, codec: ToolCallCodec | None = None) -> dict:
+                      arrived: float | None = None, codec: ToolCallCodec | None = None,
+                      json_data: bool = False) -> dict:
         """Like :meth:`submit`, awaitable; the event loop stays free while the job runs."""
         start = time.monotonic()
         ms, refused = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        here = self._run_inline(op, payload, ms, arrived, codec)
+        here = self._run_inline(op, payload, ms, arrived, codec, json_data)
         if here is not None:
             return here
         native = getattr(self._impl, "asubmit", None)
@@ -194,13 +199,16 @@ class Pool:
                                        **_arrival(arrived))
 
     def _run_inline(self, op: str, payload: dict, ms: float, arrived: float | None,
-                    known: ToolCallCodec | None = None) -> dict | None:
+                    known: ToolCallCodec | None = None, json_data: bool = False
+                    ) -> dict | None:
         """The envelope of the job run in this process, or None if it does not run here."""
         inline = self._inline
         if inline is None:
             return None
         codec = inline.takes(op, payload, known)
-        return None if codec is None else inline.run(op, payload, ms / 1000.0, arrived, codec)
+        # json_data holds for the payload the caller gave with the codec it found for it
+        return None if codec is None else inline.run(op, payload, ms / 1000.0, arrived, codec,
+                                                     json_data and known is not None)
 
     def _door(self, op: Any, payload: Any, timeout_ms: Any,
               codec: ToolCallCodec | None = None) -> tuple[float, dict | None]:

@@ -89,9 +89,10 @@ class Inline:
         return codec
 
     def run(self, op: str, payload: dict, budget_s: float, arrived: float | None = None,
-            codec: ToolCallCodec | None = None) -> dict:
+            codec: ToolCallCodec | None = None, json_data: bool = False) -> dict:
         """Run the job now and return its complete envelope, counted on the metrics;
-        ``codec``: what :meth:`takes` answered for it."""
+        ``codec``: what :meth:`takes` answered for it; ``json_data``: the payload is JSON
+        data as ``orjson.loads`` gives it (``toolcodec.worker.inline.run_here``)."""
         now = time.monotonic()
         start = now if arrived is None else min(arrived, now)
         left = start + budget_s - now
@@ -103,7 +104,7 @@ class Inline:
             job = {"id": f"{self._id_prefix}{next(self._ids)}", "op": op, "payload": payload,
                    "deadline": time.time() + left}
             try:
-                out = run_here(job, self.ceiling, codec)
+                out = run_here(job, self.ceiling, codec, json_data)
             except TypeError as exc:
                 out = error_envelope(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
             if out.get("status") == "ok":

@@ -349,10 +349,11 @@ class ChatProxy:
                 seen.truncated = True
                 c["finish_reason"] = "length"
         # Each choice's finish_reason reaches the decoder: "length" means a cut call is no call.
+        # The message is upstream's answer as orjson read it (json_data: not encoded again).
         jobs = [self.pool.asubmit("decode", {
             "message": c["message"], "tools": prepared.tools, "options": prepared.options,
-            "finish_reason": _reason(c.get("finish_reason"))}, codec=prepared.codec)
-            for c in choices]
+            "finish_reason": _reason(c.get("finish_reason"))}, codec=prepared.codec,
+            json_data=True) for c in choices]
         # One choice (nearly always): awaited as it is, without gather's task.
         with decode_span(prepared.upstream.get("model")) as span:  # toolcodec[otel]
             envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
