@@ -53,6 +53,7 @@ BUILDS_PER_S = 20.0
 RUN_FLOOR_S = 0.0001  # the least an inline job is expected to take
 _PENDING_BUILDS = 8  # tool sets waiting to be built; more are left for a later sight
 _CODEC_FIELDS = ("tools", "options")  # what a job's codec is built from
+_READY_KEEP = 64  # codecs kept by their payload's JSON (``Inline.ready``)
 
 
 class Inline:
@@ -72,6 +73,7 @@ class Inline:
         self._builds: queue.Queue[bytes | None] = queue.Queue(_PENDING_BUILDS)
         self._builder: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._ready: dict[bytes, ToolCallCodec] = {}  # a payload's JSON: its codec (``ready``)
 
     def takes(self, op: str, payload: Any, codec: ToolCallCodec | None = None
               ) -> ToolCallCodec | None:
@@ -125,8 +127,25 @@ class Inline:
 
     def ready(self, payload: dict) -> ToolCallCodec | None:
         """The codec jobs with the payload's tools and options run with here, if this process
-        has built it (nothing is built)."""
-        return ready_here(payload, self.ceiling)
+        has built it (nothing is built).
+
+        Kept by the payload's JSON as it comes (its keys in their order: one encoding, about
+        1 µs for a few tools), not looked up each time through the job's checks and the codec
+        cache's canonical key (about 6 µs): a proxy asks for every request. The same JSON is
+        the same job for a worker, so it gets the same codec; one the codec cache dropped since
+        is still that codec."""
+        try:
+            key = orjson.dumps(payload)
+        except TypeError:  # not JSON data: a worker refuses the job
+            return ready_here(payload, self.ceiling)
+        codec = self._ready.get(key)
+        if codec is None:
+            codec = ready_here(payload, self.ceiling)
+            if codec is not None:
+                if len(self._ready) >= _READY_KEEP:
+                    self._ready.clear()
+                self._ready[key] = codec
+        return codec
 
     def prepare(self, payload: dict) -> None:
         """Have the codec for the payload's tools and options built here, unless it is."""

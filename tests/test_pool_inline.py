@@ -191,6 +191,26 @@ def test_ready_answers_the_codec_built_here_and_a_job_given_it_answers_the_same(
     assert inline.submit("decode", big, codec=codec)["backend"] == "process"
 
 
+def test_ready_keeps_the_codec_by_the_payloads_json(monkeypatch) -> None:
+    runner = Inline(200, None)
+    tools = [*TOOLS, {"type": "function", "function": {"name": "kept_probe", "parameters": {
+        "type": "object"}}}]  # a tool set no other test builds
+    payload = {"tools": tools, "options": {"formats": ["hermes"]}}
+    assert runner.ready(payload) is None  # not built: nothing kept
+    build_here(payload)
+    codec = runner.ready(payload)
+    assert codec is ready_here(payload) is not None
+    looked_up = []
+    monkeypatch.setattr("toolcodec.pool.inline.ready_here",
+                        lambda *args: looked_up.append(args) or ready_here(*args))
+    assert runner.ready(copy.deepcopy(payload)) is codec  # the same JSON: kept
+    assert looked_up == []
+    other = {"tools": tools, "options": {"formats": ["qwen_xml"]}}
+    build_here(other)
+    assert runner.ready(other) is ready_here(other) is not codec  # other JSON: looked up
+    assert len(looked_up) == 1
+
+
 def test_the_tools_do_not_count_toward_the_size() -> None:
     runner = Inline(200, None)
     many = [{"type": "function", "function": {"name": f"tool_{i}", "description": "x" * 50,
