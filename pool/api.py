@@ -135,10 +135,10 @@ class Pool:
         Never raises: a bad op, budget or oversized payload is answered at once.
         """
         start = time.monotonic()
-        ms, refused = self._door(op, payload, timeout_ms, codec)
+        ms, refused, rest = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        here = self._run_inline(op, payload, ms, arrived, codec, json_data)
+        here = self._run_inline(op, payload, ms, arrived, codec, json_data, rest)
         if here is not None:
             return here
         return self._impl.submit(op, payload, timeout_ms=ms, **_arrival(arrived))
@@ -161,7 +161,7 @@ class Pool:
         out: list[dict | None] = [None] * len(items)
         ms, accepted = 0.0, []
         for i, payload in enumerate(items):
-            ms, refused = self._door(op, payload, timeout_ms)
+            ms, refused, _ = self._door(op, payload, timeout_ms)
             if refused is not None:
                 out[i] = self._answer_now(op, start, refused)
             else:
@@ -186,10 +186,10 @@ class Pool:
                       json_data: bool = False) -> dict:
         """Like :meth:`submit`, awaitable; the event loop stays free while the job runs."""
         start = time.monotonic()
-        ms, refused = self._door(op, payload, timeout_ms, codec)
+        ms, refused, rest = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        here = self._run_inline(op, payload, ms, arrived, codec, json_data)
+        here = self._run_inline(op, payload, ms, arrived, codec, json_data, rest)
         if here is not None:
             return here
         native = getattr(self._impl, "asubmit", None)
@@ -199,26 +199,33 @@ class Pool:
                                        **_arrival(arrived))
 
     def _run_inline(self, op: str, payload: dict, ms: float, arrived: float | None,
-                    known: ToolCallCodec | None = None, json_data: bool = False
-                    ) -> dict | None:
+                    known: ToolCallCodec | None = None, json_data: bool = False,
+                    rest: int | None = None) -> dict | None:
         """The envelope of the job run in this process, or None if it does not run here."""
         inline = self._inline
         if inline is None:
             return None
-        codec = inline.takes(op, payload, known)
+        codec = inline.takes(op, payload, known, rest)
         # json_data holds for the payload the caller gave with the codec it found for it
         return None if codec is None else inline.run(op, payload, ms / 1000.0, arrived, codec,
                                                      json_data and known is not None)
 
     def _door(self, op: Any, payload: Any, timeout_ms: Any,
-              codec: ToolCallCodec | None = None) -> tuple[float, dict | None]:
+              codec: ToolCallCodec | None = None) -> tuple[float, dict | None, int | None]:
+        """(budget in ms, the refusal or None, what the payload counts without its tools when
+        that was counted: the inline size check's measure, not counted twice)."""
         budget, why = door.check_budget(timeout_ms, self.timeout_ms)
         if budget is None:
             name = op if isinstance(op, str) else ""
-            return 0.0, error_envelope(name, "error", BAD_REQUEST, why, field="timeout_ms")
+            return 0.0, error_envelope(name, "error", BAD_REQUEST, why,
+                                       field="timeout_ms"), None
         tools = payload.get("tools") if codec is not None and isinstance(payload, dict) else None
         known = self._tools_size(codec, tools) if isinstance(tools, list) and tools else None
-        return budget * 1000.0, door.refusal(op, payload, self.max_payload_chars, known)
+        if known is not None and isinstance(op, str):
+            rest = door.rest_size(payload, self.max_payload_chars, known)
+            if rest is not None:
+                return budget * 1000.0, None, rest
+        return budget * 1000.0, door.refusal(op, payload, self.max_payload_chars, known), None
 
     def _tools_size(self, codec: Any, tools: list) -> int:
         """``door.payload_size`` of a job's tools, counted once per codec: the codec a caller

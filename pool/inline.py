@@ -75,12 +75,14 @@ class Inline:
         self._lock = threading.Lock()
         self._ready: dict[bytes, ToolCallCodec] = {}  # a payload's JSON: its codec (``ready``)
 
-    def takes(self, op: str, payload: Any, codec: ToolCallCodec | None = None
-              ) -> ToolCallCodec | None:
+    def takes(self, op: str, payload: Any, codec: ToolCallCodec | None = None,
+              size: int | None = None) -> ToolCallCodec | None:
         """The codec the job runs with here, or None if it does not run here; a first sight of
         its codec has it built for next time. ``codec``: the one :meth:`ready` found for the
-        payload's tools and options, not looked up again."""
-        if op not in OPS or not isinstance(payload, dict) or not self._small(payload) \
+        payload's tools and options, not looked up again; ``size``: what the payload counts
+        without its tools, when the caller counted it (``toolcodec.pool.door.rest_size``)."""
+        if op not in OPS or not isinstance(payload, dict) \
+                or not (self._small(payload) if size is None else size <= self.max_chars) \
                 or any(key.startswith("_") for key in payload):  # fault injection: a worker's
             return None
         if codec is not None:
