@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+import orjson
 from prometheus_client import CollectorRegistry
 from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.pool import door
@@ -111,27 +112,33 @@ class Pool:
         )
         self._threads: ThreadPoolExecutor | None = None
         self._tool_sizes: dict[int, tuple[Any, int]] = {}  # id(codec): (codec, tools' size)
+        # id(codec): (codec, the workers' key for its tool set, see ``prepare``)
+        self._prepare_keys: dict[int, tuple[Any, bytes | None]] = {}
         # Jobs run inline apply the same ceilings as the workers: the pool's, else the
         # environment the process backend's workers inherit from this process.
         self._inline = Inline(inline_max_chars, ceiling or operator_limits(), self.metrics) \
             if inline_max_chars > 0 else None
 
     def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
-               arrived: float | None = None, codec: ToolCallCodec | None = None) -> dict:
+               arrived: float | None = None, codec: ToolCallCodec | None = None,
+               json_data: bool = False) -> dict:
         """Run one job and return its envelope within ``timeout_ms`` (plus a small grace).
 
         ``arrived`` (a ``time.monotonic()``): when the request that asks for the job arrived,
         if it waited before this call (in an HTTP server's queue); the budget counts from
         then, and a job that can no longer start in what is left is shed (``rejected``).
         ``codec``: what :meth:`ready` answered for the payload's tools and options (a job run
-        in this process then does not look it up again).
+        in this process then does not look it up again). ``json_data``: the payload is JSON
+        data as ``orjson.loads`` gives it (dicts with string keys, lists, strings, numbers,
+        booleans, None); a job given its codec and run in this process then takes it as it
+        is, without encoding it (the envelope is the same).
         Never raises: a bad op, budget or oversized payload is answered at once.
         """
         start = time.monotonic()
-        ms, refused = self._door(op, payload, timeout_ms, codec)
+        ms, refused, rest = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        here = self._run_inline(op, payload, ms, arrived, codec)
+        here = self._run_inline(op, payload, ms, arrived, codec, json_data, rest)
         if here is not None:
             return here
         return self._impl.submit(op, payload, timeout_ms=ms, **_arrival(arrived))
@@ -154,7 +161,7 @@ class Pool:
         out: list[dict | None] = [None] * len(items)
         ms, accepted = 0.0, []
         for i, payload in enumerate(items):
-            ms, refused = self._door(op, payload, timeout_ms)
+            ms, refused, _ = self._door(op, payload, timeout_ms)
             if refused is not None:
                 out[i] = self._answer_now(op, start, refused)
             else:
@@ -175,13 +182,14 @@ class Pool:
         return [f.result() for f in futures]
 
     async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
-                      arrived: float | None = None, codec: ToolCallCodec | None = None) -> dict:
+                      arrived: float | None = None, codec: ToolCallCodec | None = None,
+                      json_data: bool = False) -> dict:
         """Like :meth:`submit`, awaitable; the event loop stays free while the job runs."""
         start = time.monotonic()
-        ms, refused = self._door(op, payload, timeout_ms, codec)
+        ms, refused, rest = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        here = self._run_inline(op, payload, ms, arrived, codec)
+        here = self._run_inline(op, payload, ms, arrived, codec, json_data, rest)
         if here is not None:
             return here
         native = getattr(self._impl, "asubmit", None)
@@ -191,23 +199,33 @@ class Pool:
                                        **_arrival(arrived))
 
     def _run_inline(self, op: str, payload: dict, ms: float, arrived: float | None,
-                    known: ToolCallCodec | None = None) -> dict | None:
+                    known: ToolCallCodec | None = None, json_data: bool = False,
+                    rest: int | None = None) -> dict | None:
         """The envelope of the job run in this process, or None if it does not run here."""
         inline = self._inline
         if inline is None:
             return None
-        codec = inline.takes(op, payload, known)
-        return None if codec is None else inline.run(op, payload, ms / 1000.0, arrived, codec)
+        codec = inline.takes(op, payload, known, rest)
+        # json_data holds for the payload the caller gave with the codec it found for it
+        return None if codec is None else inline.run(op, payload, ms / 1000.0, arrived, codec,
+                                                     json_data and known is not None)
 
     def _door(self, op: Any, payload: Any, timeout_ms: Any,
-              codec: ToolCallCodec | None = None) -> tuple[float, dict | None]:
+              codec: ToolCallCodec | None = None) -> tuple[float, dict | None, int | None]:
+        """(budget in ms, the refusal or None, what the payload counts without its tools when
+        that was counted: the inline size check's measure, not counted twice)."""
         budget, why = door.check_budget(timeout_ms, self.timeout_ms)
         if budget is None:
             name = op if isinstance(op, str) else ""
-            return 0.0, error_envelope(name, "error", BAD_REQUEST, why, field="timeout_ms")
+            return 0.0, error_envelope(name, "error", BAD_REQUEST, why,
+                                       field="timeout_ms"), None
         tools = payload.get("tools") if codec is not None and isinstance(payload, dict) else None
         known = self._tools_size(codec, tools) if isinstance(tools, list) and tools else None
-        return budget * 1000.0, door.refusal(op, payload, self.max_payload_chars, known)
+        if known is not None and isinstance(op, str):
+            rest = door.rest_size(payload, self.max_payload_chars, known)
+            if rest is not None:
+                return budget * 1000.0, None, rest
+        return budget * 1000.0, door.refusal(op, payload, self.max_payload_chars, known), None
 
     def _tools_size(self, codec: Any, tools: list) -> int:
         """``door.payload_size`` of a job's tools, counted once per codec: the codec a caller
@@ -241,7 +259,7 @@ class Pool:
                                   else {"tools": tools, "options": options})
 
     def prepare(self, tools: list[dict] | None, options: dict | None = None, *,
-                built_here: bool = False) -> bool:
+                built_here: bool = False, codec: ToolCallCodec | None = None) -> bool:
         """Build the codec for ``tools`` (and the job ``options``) ahead of the jobs that use
         them, off any job's budget; returns at once.
 
@@ -253,13 +271,25 @@ class Pool:
         them too), and jobs run inline find them built here. True if it was taken; False
         where the backend has nothing to prepare (RQ workers build on their first job) or
         the tools are not JSON data. ``built_here``: :meth:`ready` has just found them built in
-        this process; only the workers are asked.
+        this process; only the workers are asked. ``codec``: what :meth:`ready` answered for
+        them (implies ``built_here``): the workers' key for the tool set (its canonical JSON)
+        is then kept per codec, not encoded for every call (a proxy asks on every request).
         """
         payload = {"tools": tools} if options is None else {"tools": tools, "options": options}
-        if self._inline is not None and not built_here:
+        if self._inline is not None and not built_here and codec is None:
             self._inline.prepare(payload)
         native = getattr(self._impl, "prepare", None)
-        return bool(native(tools, options)) if native is not None else False
+        if native is None:
+            return False
+        if codec is None:
+            return bool(native(tools, options))
+        held = self._prepare_keys.get(id(codec))
+        if held is None or held[0] is not codec:
+            if len(self._prepare_keys) >= _TOOL_SIZES:
+                self._prepare_keys.clear()
+            # tools of the same canonical JSON build the same codec: one key serves them all
+            held = self._prepare_keys[id(codec)] = (codec, _prepare_key(payload))
+        return bool(native(tools, options, key=held[1])) if held[1] is not None else False
 
     def stream(self, tools: list[dict] | None = None, *, timeout_ms: float | None = None,
                id_prefix: str | None = None, **options: Any) -> Any:
@@ -296,7 +326,15 @@ def _arrival(arrived: float | None) -> dict[str, float]:
     return {} if arrived is None else {"arrived": arrived}
 
 
-_TOOL_SIZES = 64  # codecs whose tools' size is kept (the codec cache holds fewer)
+_TOOL_SIZES = 64  # codecs whose tools' size (and prepare key) is kept (the cache holds fewer)
+
+
+def _prepare_key(payload: dict) -> bytes | None:
+    """A tool set's key in the workers' preparations: its canonical JSON (None: not JSON)."""
+    try:
+        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
 
 
 def _ceiling(backend: str, limits: Limits | dict[str, int] | None) -> Limits | None:

@@ -126,13 +126,26 @@ def _walked_size(payload: Any, stop_after: int, max_nodes: int | None) -> int | 
 def within_given(payload: dict, max_chars: int, tools_size: int) -> bool:
     """``within`` for a payload whose ``tools`` are known to count ``tools_size``: the rest
     is counted, the tools are not encoded again."""
+    return rest_size(payload, max_chars, tools_size) is not None
+
+
+def rest_size(payload: dict, max_chars: int, tools_size: int) -> int | None:
+    """For a payload whose ``tools`` count ``tools_size``: what its other fields count (each
+    key and its value, and one for the item), if the whole is within *max_chars*; None if it
+    is over (``within_given`` is False)."""
     size = len(payload)
+    rest = 0
     for key, value in payload.items():
-        size += len(key) if isinstance(key, str) else 0
-        size += tools_size if key == "tools" else payload_size(value, max_chars - size)
+        if key == "tools":
+            size += 5 + tools_size
+        else:
+            counted = (len(key) if isinstance(key, str) else 0) + 1
+            counted += payload_size(value, max_chars - size - counted + 1)
+            size += counted - 1
+            rest += counted
         if size > max_chars:
-            return False
-    return True
+            return None
+    return rest
 
 
 def refusal(op: Any, payload: Any, max_chars: int,

@@ -53,6 +53,7 @@ BUILDS_PER_S = 20.0
 RUN_FLOOR_S = 0.0001  # the least an inline job is expected to take
 _PENDING_BUILDS = 8  # tool sets waiting to be built; more are left for a later sight
 _CODEC_FIELDS = ("tools", "options")  # what a job's codec is built from
+_READY_KEEP = 64  # codecs kept by their payload's JSON (``Inline.ready``)
 
 
 class Inline:
@@ -72,13 +73,16 @@ class Inline:
         self._builds: queue.Queue[bytes | None] = queue.Queue(_PENDING_BUILDS)
         self._builder: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._ready: dict[bytes, ToolCallCodec] = {}  # a payload's JSON: its codec (``ready``)
 
-    def takes(self, op: str, payload: Any, codec: ToolCallCodec | None = None
-              ) -> ToolCallCodec | None:
+    def takes(self, op: str, payload: Any, codec: ToolCallCodec | None = None,
+              size: int | None = None) -> ToolCallCodec | None:
         """The codec the job runs with here, or None if it does not run here; a first sight of
         its codec has it built for next time. ``codec``: the one :meth:`ready` found for the
-        payload's tools and options, not looked up again."""
-        if op not in OPS or not isinstance(payload, dict) or not self._small(payload) \
+        payload's tools and options, not looked up again; ``size``: what the payload counts
+        without its tools, when the caller counted it (``toolcodec.pool.door.rest_size``)."""
+        if op not in OPS or not isinstance(payload, dict) \
+                or not (self._small(payload) if size is None else size <= self.max_chars) \
                 or any(key.startswith("_") for key in payload):  # fault injection: a worker's
             return None
         if codec is not None:
@@ -89,9 +93,10 @@ class Inline:
         return codec
 
     def run(self, op: str, payload: dict, budget_s: float, arrived: float | None = None,
-            codec: ToolCallCodec | None = None) -> dict:
+            codec: ToolCallCodec | None = None, json_data: bool = False) -> dict:
         """Run the job now and return its complete envelope, counted on the metrics;
-        ``codec``: what :meth:`takes` answered for it."""
+        ``codec``: what :meth:`takes` answered for it; ``json_data``: the payload is JSON
+        data as ``orjson.loads`` gives it (``toolcodec.worker.inline.run_here``)."""
         now = time.monotonic()
         start = now if arrived is None else min(arrived, now)
         left = start + budget_s - now
@@ -103,7 +108,7 @@ class Inline:
             job = {"id": f"{self._id_prefix}{next(self._ids)}", "op": op, "payload": payload,
                    "deadline": time.time() + left}
             try:
-                out = run_here(job, self.ceiling, codec)
+                out = run_here(job, self.ceiling, codec, json_data)
             except TypeError as exc:
                 out = error_envelope(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
             if out.get("status") == "ok":
@@ -124,8 +129,25 @@ class Inline:
 
     def ready(self, payload: dict) -> ToolCallCodec | None:
         """The codec jobs with the payload's tools and options run with here, if this process
-        has built it (nothing is built)."""
-        return ready_here(payload, self.ceiling)
+        has built it (nothing is built).
+
+        Kept by the payload's JSON as it comes (its keys in their order: one encoding, about
+        1 µs for a few tools), not looked up each time through the job's checks and the codec
+        cache's canonical key (about 6 µs): a proxy asks for every request. The same JSON is
+        the same job for a worker, so it gets the same codec; one the codec cache dropped since
+        is still that codec."""
+        try:
+            key = orjson.dumps(payload)
+        except TypeError:  # not JSON data: a worker refuses the job
+            return ready_here(payload, self.ceiling)
+        codec = self._ready.get(key)
+        if codec is None:
+            codec = ready_here(payload, self.ceiling)
+            if codec is not None:
+                if len(self._ready) >= _READY_KEEP:
+                    self._ready.clear()
+                self._ready[key] = codec
+        return codec
 
     def prepare(self, payload: dict) -> None:
         """Have the codec for the payload's tools and options built here, unless it is."""

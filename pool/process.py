@@ -196,15 +196,18 @@ class ProcessBackend:
             raise
         return self._finish(op, ticket, ticket.out)
 
-    def prepare(self, tools: list | None, options: dict | None = None) -> bool:
+    def prepare(self, tools: list | None, options: dict | None = None, *,
+                key: bytes | None = None) -> bool:
         """Have every worker build the codec for ``tools`` and ``options`` when it is idle,
         so that decode jobs with them spend their budget parsing. Returns at once; False if
-        they are not JSON data (nothing to prepare). Repeating it is cheap."""
+        they are not JSON data (nothing to prepare). Repeating it is cheap. ``key``: their
+        canonical JSON (``orjson.OPT_SORT_KEYS``), when the caller holds it."""
         payload = {"tools": tools} if options is None else {"tools": tools, "options": options}
-        try:
-            key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-        except TypeError:
-            return False
+        if key is None:
+            try:
+                key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+            except TypeError:
+                return False
         try:  # callers on several threads may race here: at worst one asks twice
             if key in self._prepared:  # asked for lately: the dispatcher has it (a proxy
                 self._prepared.move_to_end(key)  # asks on every request)

@@ -16,9 +16,11 @@ from toolcodec.pool.door import (
     MAX_TIMEOUT_MS,
     check_budget,
     payload_size,
+    rest_size,
     within,
     within_given,
 )
+from toolcodec.pool.inline import Inline
 from toolcodec.results.limits import DEFAULT_LIMITS, Limits
 from toolcodec.worker.jobs import run_job
 from toolcodec.worker.limits import LimitsError, job_limits, operator_limits
@@ -104,6 +106,24 @@ def test_within_given_the_tools_size_answers_as_the_full_count_does(rest, tools,
     payload = {**rest, "tools": tools}
     assert within_given(payload, max_chars, payload_size(tools, 10**9)) == \
         (payload_size(payload, 10**9) <= max_chars)
+
+
+@given(st.dictionaries(st.text(max_size=5), st.recursive(
+    st.text(max_size=30) | st.integers(), lambda inner: st.lists(inner, max_size=6)
+    | st.dictionaries(st.text(max_size=5), inner, max_size=6), max_leaves=60), max_size=5),
+       st.lists(st.dictionaries(st.text(max_size=8), st.text(max_size=40), max_size=4),
+                min_size=1, max_size=6), st.integers(0, 2000), st.integers(1, 400))
+def test_rest_size_is_the_inline_check_s_count_within_the_limit(rest, tools, max_chars,
+                                                                 inline_chars) -> None:
+    # counted once at the door, the rest is what the inline size check counts on its own
+    payload = {**rest, "tools": tools}
+    counted = rest_size(payload, max_chars, payload_size(tools, 10**9))
+    assert (counted is not None) == within_given(payload, max_chars,
+                                                 payload_size(tools, 10**9))
+    if counted is not None:
+        assert counted == sum(len(k) + 1 + payload_size(v, 10**9) for k, v in rest.items()
+                              if k != "tools")
+        assert (counted <= inline_chars) == Inline(inline_chars, None)._small(payload)
 
 
 def test_a_job_given_its_codec_is_refused_by_size_as_any(pool) -> None:

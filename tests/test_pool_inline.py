@@ -6,6 +6,7 @@ never for a job that is too big, of another op, or whose tools' codec is not bui
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 
 import pytest
@@ -55,6 +56,48 @@ def test_a_job_given_the_codec_found_for_it_answers_as_one_that_looks_it_up(payl
     assert codec is not None
     job = {"id": "t-1", "op": "decode", "payload": payload, "deadline": time.time() + 60}
     assert run_here(job, None, codec) == run_here(job)
+
+
+@pytest.mark.parametrize("payload", RUN_HERE_PAYLOADS.values(), ids=RUN_HERE_PAYLOADS)
+def test_a_job_of_json_data_run_as_it_is_answers_as_its_encoding_does(payload) -> None:
+    # json_data: the job is not encoded (its payload is its own encoding decoded); the
+    # envelope is the one that went through the bytes, and the payload is left as it was.
+    build_here(payload)
+    codec = ready_here(payload)
+    job = {"id": "t-1", "op": "decode", "payload": payload, "deadline": time.time() + 60}
+    before = copy.deepcopy(payload)
+    assert run_here(job, None, codec, json_data=True) == run_here(job, None, codec)
+    assert payload == before
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_a_recorded_answer_run_as_json_data_answers_as_its_encoding_does(row) -> None:
+    payload = {"message": {"role": "assistant", "content": row["content"]}, "tools": TOOLS,
+               "options": job_options(MODELS.for_model(model_of(row)))}
+    build_here(payload)
+    codec = ready_here(payload)
+    job = {"id": "t-1", "op": "decode", "payload": payload, "deadline": time.time() + 60}
+    here = run_here(job, None, codec, json_data=True)
+    assert here == run_here(job, None, codec)
+    assert here["result"] == expected(row)
+
+
+class _Unencodable:
+    """A codec whose result cannot be encoded, as JSON or otherwise."""
+
+    def decode(self, source, finish_reason=None):
+        return self
+
+    def to_dict(self) -> dict:
+        return {"calls": [object()]}
+
+
+def test_a_result_that_cannot_be_encoded_is_the_same_internal_error_run_as_it_is() -> None:
+    payload = {"text": CALL, "tools": TOOLS}
+    job = {"id": "t-9", "op": "decode", "payload": payload, "deadline": time.time() + 60}
+    here = run_here(job, None, _Unencodable(), json_data=True)
+    assert here == run_here(job, None, _Unencodable())
+    assert here["error"]["code"] == "internal_error" and "t-9" in here["error"]["message"]
 
 
 @pytest.fixture(scope="module")
@@ -135,10 +178,37 @@ def test_ready_answers_the_codec_built_here_and_a_job_given_it_answers_the_same(
     assert given["result"] == looked_up["result"] == there["result"]
     assert asyncio.run(inline.asubmit("decode", payload, codec=codec))["result"] == \
         there["result"]
+    parsed = inline.submit("decode", payload, codec=codec, json_data=True)  # the proxy's way
+    assert parsed["backend"] == "inline" and parsed["result"] == there["result"]
     assert inline.prepare(tools, options, built_here=True)  # only the workers are asked
+    asked = list(inline.impl._prepared)
+    # given the codec, the workers are asked with the same key, kept per codec, not encoded
+    assert inline.prepare(tools, options, codec=codec)
+    assert inline.prepare(tools, options, codec=codec)
+    assert list(inline.impl._prepared) == asked
     # a job too big to run here goes to a worker, codec given or not
     big = {**payload, "message": {"role": "assistant", "content": CALL + " " * 100_000}}
     assert inline.submit("decode", big, codec=codec)["backend"] == "process"
+
+
+def test_ready_keeps_the_codec_by_the_payloads_json(monkeypatch) -> None:
+    runner = Inline(200, None)
+    tools = [*TOOLS, {"type": "function", "function": {"name": "kept_probe", "parameters": {
+        "type": "object"}}}]  # a tool set no other test builds
+    payload = {"tools": tools, "options": {"formats": ["hermes"]}}
+    assert runner.ready(payload) is None  # not built: nothing kept
+    build_here(payload)
+    codec = runner.ready(payload)
+    assert codec is ready_here(payload) is not None
+    looked_up = []
+    monkeypatch.setattr("toolcodec.pool.inline.ready_here",
+                        lambda *args: looked_up.append(args) or ready_here(*args))
+    assert runner.ready(copy.deepcopy(payload)) is codec  # the same JSON: kept
+    assert looked_up == []
+    other = {"tools": tools, "options": {"formats": ["qwen_xml"]}}
+    build_here(other)
+    assert runner.ready(other) is ready_here(other) is not codec  # other JSON: looked up
+    assert len(looked_up) == 1
 
 
 def test_the_tools_do_not_count_toward_the_size() -> None:

@@ -9,6 +9,12 @@ this process's environment's, when the pool was given its own.
 Given the codec the caller found for the payload (``ready_here``), the tools stay out of those
 bytes and the codec is not looked up again: the tools are JSON data (their canonical encoding
 is the codec cache's key), and a worker uses them only to find that codec.
+
+A caller whose payload is JSON data as ``orjson.loads`` gives it (``json_data``: dicts with
+string keys, lists, strings, integers, floats, booleans and None, as a proxy's parsed answer
+is) spares the job's encoding: such a payload is its own encoding decoded, and the codec does
+not change its input. The envelope still goes through its bytes, as a worker's does (a result
+that cannot be encoded is an ``internal_error``, tuples become lists, NaN null).
 """
 
 from __future__ import annotations
@@ -21,14 +27,18 @@ import orjson
 from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.results.limits import Limits
 from toolcodec.worker.child import answer
+from toolcodec.worker.envelope import internal_error
 from toolcodec.worker.jobs import CEILING, GIVEN_CODEC, build_codec, codec_ready, run_job
 
 
 def run_here(job: dict, ceiling: Limits | None = None,
-             codec: ToolCallCodec | None = None) -> dict:
+             codec: ToolCallCodec | None = None, json_data: bool = False) -> dict:
     """The envelope a worker would send for ``job``; ``TypeError`` if it is not JSON data
     (a pool answers ``bad_request`` for it before any worker sees it, as here). ``codec``:
-    what ``ready_here`` found for the job's payload, under the same ceiling."""
+    what ``ready_here`` found for the job's payload, under the same ceiling; ``json_data``
+    (with ``codec``): the job is JSON data as ``orjson.loads`` gives it, run as it is."""
+    if codec is not None and json_data:
+        return _run_decoded(job, ceiling, codec)
     if codec is None:
         data, handler = orjson.dumps(job), run_job
     else:
@@ -41,6 +51,21 @@ def run_here(job: dict, ceiling: Limits | None = None,
         return orjson.loads(answer(handler, data))
     finally:
         CEILING.reset(token)
+
+
+def _run_decoded(job: dict, ceiling: Limits | None, codec: ToolCallCodec) -> dict:
+    """``run_here`` for a job that is its own encoding decoded: what ``answer`` does after
+    decoding it, and its envelope through bytes."""
+    token, given = CEILING.set(ceiling), GIVEN_CODEC.set(codec)
+    try:
+        out = run_job(job)
+    finally:
+        GIVEN_CODEC.reset(given)
+        CEILING.reset(token)
+    try:
+        return orjson.loads(orjson.dumps(out))
+    except Exception as exc:  # a result that cannot be encoded, as a worker answers it
+        return orjson.loads(orjson.dumps(internal_error(job, exc)))
 
 
 def ready_here(payload: dict, ceiling: Limits | None = None) -> ToolCallCodec | None:

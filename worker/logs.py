@@ -24,8 +24,6 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -63,19 +61,31 @@ def note_job_id(job_id: str) -> None:
         ids.append(job_id)
 
 
-@contextmanager
-def job_ids() -> Iterator[list[str]]:
-    """Collect the ids :func:`note_job_id` records inside the block (in this task and the
-    threads it hands work to), also adding them to an enclosing collection."""
-    outer = _JOB_IDS.get()
-    ids: list[str] = []
-    token = _JOB_IDS.set(ids)
-    try:
-        yield ids
-    finally:
-        _JOB_IDS.reset(token)
+class JobIds:
+    """Collects the ids :func:`note_job_id` records inside its ``with`` block (in this task
+    and the threads it hands work to) in ``ids``, also adding them to an enclosing
+    collection. A class, not a generator: it is entered for every request."""
+
+    __slots__ = ("ids", "_token", "_outer")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def __enter__(self) -> list[str]:
+        self._outer = _JOB_IDS.get()
+        self._token = _JOB_IDS.set(self.ids)
+        return self.ids
+
+    def __exit__(self, *exc: object) -> None:
+        _JOB_IDS.reset(self._token)
+        outer = self._outer
         if outer is not None:
-            outer.extend(ids[:MAX_JOB_IDS - len(outer)])
+            outer.extend(self.ids[:MAX_JOB_IDS - len(outer)])
+
+
+def job_ids() -> JobIds:
+    """``with job_ids() as ids``: the ids of the jobs submitted inside the block."""
+    return JobIds()
 
 
 def fields_of(record: logging.LogRecord) -> dict[str, Any]:

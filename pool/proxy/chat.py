@@ -145,6 +145,7 @@ class ProxyMetrics:
 
         # Each request counts once: children kept here, not looked up by label values again.
         self._request_counts: dict[tuple[bool, str, str, str], Any] = {}
+        self._error_counts: dict[tuple[Any, str, str], Any] = {}
 
     def count(self, stream: bool, outcome: str, result: dict[str, Any] | None = None) -> None:
         # model: the request's, noted where its options were resolved (bounded labels)
@@ -157,8 +158,12 @@ class ProxyMetrics:
         for error in (result or {}).get("errors") or []:
             code = error.get("code")
             if code not in CAPACITY_CODES:  # counted as undecoded, not blamed on the model
-                self.model_errors.labels(code if code in ALL_CODES else "other", model,
-                                         fmt).inc()
+                label = code if code in ALL_CODES else "other"
+                child = self._error_counts.get((label, model, fmt))
+                if child is None:
+                    child = self._error_counts[label, model, fmt] = self.model_errors.labels(
+                        label, model, fmt)
+                child.inc()
 
     def count_unrecognised(self, stream: bool, whats: list[str]) -> None:
         for what in whats:
@@ -214,7 +219,7 @@ class ChatProxy:
         """The model's upstream, and the chat completion's headers and body."""
         if prepared.decode:  # built while the model generates: the decode then only parses
             self.pool.prepare(prepared.tools, prepared.options or None,
-                              built_here=prepared.codec is not None)
+                              built_here=prepared.codec is not None, codec=prepared.codec)
         http, key = self.upstreams.pick(prepared.upstream.get("model"))
         headers = forwarded(incoming, key)
         headers["content-type"] = "application/json"
@@ -344,10 +349,11 @@ class ChatProxy:
                 seen.truncated = True
                 c["finish_reason"] = "length"
         # Each choice's finish_reason reaches the decoder: "length" means a cut call is no call.
+        # The message is upstream's answer as orjson read it (json_data: not encoded again).
         jobs = [self.pool.asubmit("decode", {
             "message": c["message"], "tools": prepared.tools, "options": prepared.options,
-            "finish_reason": _reason(c.get("finish_reason"))}, codec=prepared.codec)
-            for c in choices]
+            "finish_reason": _reason(c.get("finish_reason"))}, codec=prepared.codec,
+            json_data=True) for c in choices]
         # One choice (nearly always): awaited as it is, without gather's task.
         with decode_span(prepared.upstream.get("model")) as span:  # toolcodec[otel]
             envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)

@@ -20,7 +20,7 @@ import re
 import time
 from typing import Any
 
-from toolcodec.worker.logs import MODEL, PRESET, REQUEST_ID, TRACE_ID, event, job_ids
+from toolcodec.worker.logs import MODEL, PRESET, REQUEST_ID, TRACE_ID, JobIds, event
 
 log = logging.getLogger("toolcodec.access")
 _USABLE_ID = re.compile(rb"[\x21-\x7e]{1,128}")
@@ -35,22 +35,7 @@ def request_ids(app: Any, access_log: bool = False) -> Any:
             await app(scope, receive, send)
             return
         start = time.perf_counter()
-        given = trace = None
-        for name, value in scope["headers"]:
-            if name == b"x-request-id":
-                given = value
-            elif name == b"traceparent":
-                trace = value
-        if given is not None and _USABLE_ID.fullmatch(given):
-            rid = given.decode("ascii")
-        else:
-            rid = os.urandom(16).hex()
-            headers = [(k, v) for k, v in scope["headers"] if k != b"x-request-id"]
-            scope = {**scope, "headers": [*headers, (b"x-request-id", rid.encode())]}
-        match = _TRACEPARENT.fullmatch(trace.strip().lower()) if trace else None
-        tokens = [(REQUEST_ID, REQUEST_ID.set(rid)),
-                  (TRACE_ID, TRACE_ID.set(match.group(1).decode() if match else None)),
-                  (MODEL, MODEL.set(None)), (PRESET, PRESET.set(None))]
+        scope, rid, tokens = enter(scope)
         status = [0]
         echo = (b"x-request-id", rid.encode())
 
@@ -62,17 +47,51 @@ def request_ids(app: Any, access_log: bool = False) -> Any:
                 message = {**message, "headers": [*headers, echo]}
             await send(message)
 
+        ids = JobIds()
         try:
-            with job_ids() as ids:
+            with ids:
                 await app(scope, receive, sending)
         finally:
             if access_log:
-                fields: dict[str, Any] = {
-                    "method": scope["method"], "path": scope["path"], "status": status[0],
-                    "duration_ms": round((time.perf_counter() - start) * 1000.0, 3)}
-                if ids:
-                    fields["job_ids"] = ids
-                event(log, logging.INFO, "access", **fields)
-            for var, token in reversed(tokens):
-                var.reset(token)
+                access_line(scope, status[0], start, ids.ids)
+            leave(tokens)
     return with_ids
+
+
+def enter(scope: dict) -> tuple[dict, str, list[tuple[Any, Any]]]:
+    """The request's id (the client's usable ``X-Request-Id``, else a new one, then added to
+    the headers of the scope answered) and trace id put in context: (scope, request id, the
+    tokens :func:`leave` resets)."""
+    given = trace = None
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            given = value
+        elif name == b"traceparent":
+            trace = value
+    if given is not None and _USABLE_ID.fullmatch(given):
+        rid = given.decode("ascii")
+    else:
+        rid = os.urandom(16).hex()
+        headers = [(k, v) for k, v in scope["headers"] if k != b"x-request-id"]
+        scope = {**scope, "headers": [*headers, (b"x-request-id", rid.encode())]}
+    match = _TRACEPARENT.fullmatch(trace.strip().lower()) if trace else None
+    tokens = [(REQUEST_ID, REQUEST_ID.set(rid)),
+              (TRACE_ID, TRACE_ID.set(match.group(1).decode() if match else None)),
+              (MODEL, MODEL.set(None)), (PRESET, PRESET.set(None))]
+    return scope, rid, tokens
+
+
+def leave(tokens: list[tuple[Any, Any]]) -> None:
+    """The context as it was before :func:`enter`."""
+    for var, token in reversed(tokens):
+        var.reset(token)
+
+
+def access_line(scope: dict, status: int, start: float, ids: list[str]) -> None:
+    """The request's ``access`` event; *start* is its ``time.perf_counter()``."""
+    fields: dict[str, Any] = {
+        "method": scope["method"], "path": scope["path"], "status": status,
+        "duration_ms": round((time.perf_counter() - start) * 1000.0, 3)}
+    if ids:
+        fields["job_ids"] = ids
+    event(log, logging.INFO, "access", **fields)

@@ -24,15 +24,15 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from toolcodec.pool.service.access import request_ids
-from toolcodec.pool.service.http_metrics import HttpMetrics
+from toolcodec.pool.service.access import access_line, enter, leave, request_ids
+from toolcodec.pool.service.http_metrics import HttpMetrics, route_of
 from toolcodec.pool.service.tracing import decode_span, traced
 from toolcodec.results.errors import BAD_REQUEST, INTERNAL_ERROR, PAYLOAD_TOO_LARGE
 from toolcodec.worker.envelope import error_envelope
 from toolcodec.worker.faults import FAULT_OPS
 from toolcodec.worker.joblog import JobLog
 from toolcodec.worker.jobs import FAULT_ENV, PUBLIC_OPS
-from toolcodec.worker.logs import MODEL, PRESET, job_ids
+from toolcodec.worker.logs import MODEL, PRESET, JobIds, job_ids
 
 ARRIVED = "toolcodec.arrived"  # ASGI scope key: time.monotonic() when the request arrived
 MAX_BATCH = 256  # jobs in one /v1/batch request
@@ -280,34 +280,72 @@ def build_app(service: Service, extra_routes: list[Route] | None = None,
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error,
                                                        Exception: crashed})
-    if direct:
-        app = _direct(direct, app, service)
-    return _stamped(traced(request_ids(_closing_when_draining(service.metrics.wrap(app),
-                                                              service), service.access_log)))
+    app = request_ids(_closing_when_draining(service.metrics.wrap(app), service),
+                      service.access_log)
+    if not direct:
+        return _stamped(traced(app))
+    front = _direct(direct, app, service)
+    with_span = traced(front)
+    # Without a tracer provider, the front layer stamps the arrival itself: one layer less.
+    return _direct(direct, app, service, stamp=True) if with_span is front \
+        else _stamped(with_span)
 
 
-def _direct(paths: dict[str, Any], app: Any, service: Service) -> Any:
-    """POSTs to *paths* straight to their apps, the rest to *app*. A handler that fails
-    before answering gets the same 500 envelope as the framework's handler gives."""
+def _direct(paths: dict[str, Any], app: Any, service: Service, stamp: bool = False) -> Any:
+    """POSTs to *paths* straight to their apps, the rest to *app* (the framework with its
+    middleware). A direct request gets what that middleware gives, in one layer and one
+    wrapper of ``send`` (each layer was an ASGI call and a ``send`` wrapper per request):
+    its ids in context and ``X-Request-Id`` echoed, its access line, its HTTP metrics,
+    ``Connection: close`` while the server drains; a handler that fails before answering gets
+    the same 500 envelope as the framework's handler gives. ``stamp``: note the arrival of
+    every request here (``_stamped``)."""
+    routes = {path: (handler, route_of(path)) for path, handler in paths.items()}
+    metrics, access_log = service.metrics, service.access_log
+
     async def dispatch(scope: dict, receive: Any, send: Any) -> None:
-        handler = paths.get(scope["path"]) if scope["type"] == "http" \
+        if stamp:
+            scope[ARRIVED] = time.monotonic()
+        found = routes.get(scope["path"]) if scope["type"] == "http" \
             and scope["method"] == "POST" else None
-        if handler is None:
+        if found is None:
             await app(scope, receive, send)
             return
-        started = False
+        handler, route = found
+        start = time.perf_counter()
+        scope, rid, tokens = enter(scope)
+        echo = (b"x-request-id", rid.encode())
+        status = 0  # none sent yet
 
         async def sending(message: dict) -> None:
-            nonlocal started
-            started = True
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                # as the layers did it: the draining close first, then the id's echo
+                if service.draining:
+                    headers = [(k, v) for k, v in message.get("headers", ())
+                               if (low := k.lower()) != b"connection" and low != b"x-request-id"]
+                    headers += ((b"connection", b"close"), echo)
+                else:
+                    headers = [(k, v) for k, v in message.get("headers", ())
+                               if k.lower() != b"x-request-id"]
+                    headers.append(echo)
+                message = {**message, "headers": headers}
             await send(message)
 
+        ids = JobIds()
         try:
-            await handler(scope, receive, sending)
-        except Exception as exc:
-            if started:
-                raise  # the answer is half sent: the server closes the connection
-            await send_json(send, 500, _crash(service, exc))
+            with ids:
+                try:
+                    await handler(scope, receive, sending)
+                except Exception as exc:
+                    if status:
+                        raise  # the answer is half sent: the server closes the connection
+                    await send_json(sending, 500, _crash(service, exc))
+        finally:
+            metrics.count(route, status or 500, time.perf_counter() - start)
+            if access_log:
+                access_line(scope, status, start, ids.ids)
+            leave(tokens)
     return dispatch
 
 

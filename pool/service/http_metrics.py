@@ -42,7 +42,8 @@ class HttpMetrics:
                                   ["route"], buckets=BUCKETS + (2.5, 10.0), registry=registry)
         self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
-    def _count(self, route: str, status: int, seconds: float) -> None:
+    def count(self, route: str, status: int, seconds: float) -> None:
+        """One request of *route* answered *status* after *seconds*."""
         # Every request counts here: label children are kept, not looked up each time.
         children = self._children.get((route, status))
         if children is None:
@@ -66,6 +67,6 @@ class HttpMetrics:
             try:
                 await app(scope, receive, sending)
             finally:
-                self._count(route, status[0], time.perf_counter() - start)
+                self.count(route, status[0], time.perf_counter() - start)
 
         return counted

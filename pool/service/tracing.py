@@ -29,6 +29,7 @@ from toolcodec.pool.service.http_metrics import route_of
 
 try:  # the optional extra toolcodec[otel]
     from opentelemetry import propagate, trace
+    from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
     from opentelemetry.trace import SpanKind, Status, StatusCode
 except ImportError:  # pragma: no cover - exercised where the extra is not installed
     trace = None
@@ -124,9 +125,24 @@ def decode_span(model: Any = None) -> AbstractContextManager[DecodeSpan]:
     """A ``toolcodec.decode`` span (a child of the current one) around a decode; none while
     no tracer provider is set (its spans would record nothing: a proxy answer's decode then
     pays neither the tracer's context switch nor the attributes)."""
-    if trace is None or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+    if trace is None or not _provider_set():
         return _UNTRACED
     return _decode_span(model)
+
+
+_MISSING = object()
+# A provider the environment names is configured before the process starts (it is loaded on
+# first use); read once, not on every decode as ``get_tracer_provider`` reads it while none
+# is set (about 1.5 µs a call).
+_PROVIDER_IN_ENV = trace is not None and OTEL_PYTHON_TRACER_PROVIDER in os.environ
+
+
+def _provider_set() -> bool:
+    """Whether a tracer provider is set; checked per call, since code may set one after
+    start (the API's global says it, when the API has one)."""
+    if getattr(trace, "_TRACER_PROVIDER", _MISSING) is None and not _PROVIDER_IN_ENV:
+        return False
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 @contextmanager
