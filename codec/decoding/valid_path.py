@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from toolcodec.decoding.assembly import Assembly
 from toolcodec.formats.table import END_OF_GENERATION
-from toolcodec.repair.normalize import BIDI_CONTROLS
+from toolcodec.repair.normalize import strip_bidi
 from toolcodec.results.result import Call, DecodeResult, unique_ids
 from toolcodec.scanning.openers import BODY_WS
 
@@ -32,7 +32,6 @@ _CLOSE = "</tool_call>"
 _MARKUP_CHAR = re.compile(r"[<>\[\]{}`]")
 # In a body, text the end rule reads specially (a closer inside a JSON string).
 _BODY_SPECIAL = "tool_call"
-_BIDI = re.compile("[" + "".join(sorted(BIDI_CONTROLS)) + "]")
 _FORMAT = "hermes"
 
 
@@ -87,7 +86,7 @@ def _block_calls(codec: Any, text: str, start: int, end: int) -> list[Call] | No
         return None
     if _BODY_SPECIAL in body:
         return None
-    if not body.isascii() and _BIDI.search(body) is not None:
+    if strip_bidi(body)[1]:  # the engine strips them and names it (text.bidi_removed)
         return None
     try:
         value = orjson.loads(body)
