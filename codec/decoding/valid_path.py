@@ -78,7 +78,7 @@ def decode_valid(codec: Any, text: str) -> DecodeResult | None:
 
 
 def _block_calls(codec: Any, text: str, start: int, end: int) -> list[Call] | None:
-    """The calls of a block body that is strict JSON naming known tools with valid
+    """The call of a block body that is strict JSON naming a known tool with valid
     arguments, or None."""
     body = text[start:end]
     head = body.lstrip()
@@ -92,30 +92,25 @@ def _block_calls(codec: Any, text: str, start: int, end: int) -> list[Call] | No
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    pairs = _pairs(value)
-    if pairs is None:
+    shape = _call_shape(value)
+    if shape is None:
         return None
-    calls = []
-    for name, arguments in pairs:
-        if not isinstance(arguments, dict):
-            return None  # a JSON string of arguments, or no object: the general reading
-        result = codec.validate(name, arguments)
-        if not result.ok:
-            return None
-        call = Call(name, result.arguments, unique_ids(result.repairs))
-        call.format = _FORMAT
-        calls.append(call)
-    return calls
+    name, arguments = shape
+    result = codec.validate(name, arguments)
+    if not result.ok:
+        return None
+    return [Call(name, result.arguments, unique_ids(result.repairs), format=_FORMAT)]
 
 
-def _pairs(value: Any) -> list[tuple[str, Any]] | None:
-    """(name, arguments) of ``{"name": …, "arguments": …}`` (the one shape read here)."""
+def _call_shape(value: Any) -> tuple[str, dict[str, Any]] | None:
+    """(name, arguments) of ``{"name": …, "arguments": {…}}``, the one shape read here (a
+    list of calls, other keys, arguments as a JSON string: the general reading)."""
     if not isinstance(value, dict) or len(value) != 2:
         return None
     name, arguments = value.get("name"), value.get("arguments")
-    if not isinstance(name, str) or arguments is None:
+    if not isinstance(name, str) or not isinstance(arguments, dict):
         return None
-    return [(name, arguments)]
+    return name, arguments
 
 
 def names_tool_call(parameters: dict[str, Any]) -> bool:
