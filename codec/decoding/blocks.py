@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
+from toolcodec.decoding.valid_xml import read_valid_call
 from toolcodec.formats import FormatRead, XmlBody
 from toolcodec.formats.builtin import (
     BARE_TOOL_NAME,
@@ -326,7 +327,13 @@ class BlockReader:
             return [], [too_many(len(parts), "calls in one envelope")]
         calls, errors = [], []
         at = 0
+        short = self._pipeline_arg is None and not self._heuristics  # the default pipeline's
         for part in parts:
+            read = read_valid_call(part, fmt, tag, self.registry, self.limits) if short else None
+            if read is not None:
+                at += len(part)
+                calls.append(Call(read[0], read[1], unique_ids(base + read[2])))
+                continue
             res = decode_xml_call(part, fmt, registry=self.registry, pipeline=self.pipeline,
                                   tag_name=tag, limits=self.limits)
             at, part_at = at + len(part), at

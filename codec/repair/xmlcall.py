@@ -290,15 +290,15 @@ def _join_text(children: list[Element | Text]) -> str:
         return ""
     first, last = children[0], children[-1]
     if isinstance(first, Text) and first.head:
-        parts[0] = parts[0][_lead_end(parts[0], first.head) :]
+        parts[0] = parts[0][lead_end(parts[0], first.head) :]
     if isinstance(last, Text) and last.tail:
         value = parts[-1]
         # The head trim may have shortened a piece that is plain throughout.
-        parts[-1] = value[: _trail_start(value, len(value) - min(last.tail, len(value)))]
+        parts[-1] = value[: trail_start(value, len(value) - min(last.tail, len(value)))]
     return parts[0] if len(parts) == 1 else "".join(parts)
 
 
-def _lead_end(value: str, limit: int) -> int:
+def lead_end(value: str, limit: int) -> int:
     """Where the layout at the start of ``value[:limit]`` ends: past the whitespace-only rest
     of the opening tag's line and its newline (``[ \t]*\r?\n``), else 0."""
     i = 0
@@ -309,7 +309,7 @@ def _lead_end(value: str, limit: int) -> int:
     return i + 1 if i < limit and value[i] == "\n" else 0
 
 
-def _trail_start(value: str, floor: int) -> int:
+def trail_start(value: str, floor: int) -> int:
     """Where the layout at the end of ``value[floor:]`` starts: at the newline (and a ``\r``
     before it) that begins the closing tag's line (``\r?\n[ \t]*``), else ``len(value)``."""
     j = len(value)
