@@ -16,6 +16,7 @@ from toolcodec.decoding import native
 from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.decoding.unread_markup import said
 from toolcodec.decoding.valid_path import decode_valid
+from toolcodec.repair.xml_heuristics import default_pipeline
 from toolcodec.results.result import encodable_result
 
 TOOLS = [
@@ -71,6 +72,12 @@ def block(name: str, arguments: dict, before: str = "\n", after: str = "\n") -> 
     return f"<tool_call>{before}{call_json(name, arguments)}{after}</tool_call>"
 
 
+def qwen_block(name: str, params: list[tuple[str, str]], before: str = "\n",
+               after: str = "\n") -> str:
+    body = "\n".join(f"<parameter={p}>\n{v}\n</parameter>" for p, v in params)
+    return f"<tool_call>{before}<function={name}>\n{body}\n</function>{after}</tool_call>"
+
+
 TAKEN = [
     block("get_weather", {"city": "Paris"}),
     "I'll check.\n" + block("get_weather", {"city": "Paris", "unit": "c"}) + "\n",
@@ -89,13 +96,25 @@ TAKEN = [
         "to": "</parameter>"}),
     "",
     "   ",
+    # Qwen3-Coder bodies: a bare "&" is escaped and named (xml.escape_ampersand), text
+    # values coerced as the schema says
+    qwen_block("get_weather", [("city", "Paris"), ("days", "2")]),
+    "Searching.\n" + qwen_block("send_mail", [("to", "a@b.c"), ("body", "cats && dogs")]),
+    qwen_block("get_weather", [("city", "A")]) + block("now", {}) + "done",
+    "<tool_call><function=now>\n</function>\n<function=get_weather>\n<parameter=city>\nP"
+    "\n</parameter>\n</function></tool_call>",
 ]
 
 
 @pytest.mark.parametrize("text", TAKEN)
 def test_the_common_valid_shapes_take_the_short_way_with_the_engines_answer(text):
     assert check(CODECS["default"], text), "the short way declined a valid answer"
-    assert check(CODECS["hermes only"], text)
+    if "<function=" not in text:
+        assert check(CODECS["hermes only"], text)
+    else:  # a format left out is the engine's to report
+        assert decode_valid(CODECS["hermes only"], text) is None
+        if "{" not in text:
+            assert check(CODECS["qwen_xml only"], text)
 
 
 DECLINED = {
@@ -116,6 +135,11 @@ DECLINED = {
     "bidi control": block("send_mail", {"to": "x\u202e"}),
     "spaced closer": '<tool_call>{"name": "now", "arguments": {}}</ tool_call >',
     "a list of calls": '<tool_call>[{"name": "now", "arguments": {}}]</tool_call>',
+    "a reference in a value": qwen_block("get_weather", [("city", "A &amp; B")]),
+    "a tag in a value": qwen_block("send_mail", [("to", "x"), ("body", "<b>hi</b>")]),
+    "an invalid value": qwen_block("get_weather", [("city", "P"), ("days", "0")]),
+    "an unknown function": qwen_block("get_forecast", [("city", "P")]),
+    "a call spelled <invoke=…>": "<tool_call><invoke=now></invoke></tool_call>",
 }
 
 
@@ -127,6 +151,12 @@ def test_what_it_cannot_be_sure_of_goes_to_the_engine(name):
 @pytest.mark.parametrize("name", ["qwen_xml only", "starts in reasoning"])
 def test_options_that_change_the_reading_decline(name):
     assert decode_valid(CODECS[name], block("now", {})) is None
+
+
+def test_a_pipeline_of_ones_own_reads_every_xml_call_the_long_way():
+    codec = ToolCallCodec(TOOLS, pipeline=default_pipeline())
+    assert decode_valid(codec, qwen_block("now", [])) is None
+    assert check(codec, block("now", {}))
 
 
 def test_a_text_past_max_chars_declines():
@@ -177,6 +207,16 @@ def blocks(draw) -> str:
     if draw(st.integers(0, 9)) == 0 and len(body) > 2:  # damage it
         cut = draw(st.integers(1, len(body) - 1))
         body = body[:cut] + draw(st.sampled_from(["", ",", "'", "True", " "])) + body[cut + 1:]
+    if draw(st.integers(0, 3)) == 0:  # a Qwen3-Coder body
+        values = st.sampled_from(["P", "2", "0", "true", "a && b", "&lt;", "<b>", "", "c",
+                                  "\u202e", "</tool_call>", "null", '{"k": 1}'])
+        params = draw(st.lists(st.tuples(
+            st.sampled_from(["city", "unit", "days", "to", "body", "urgent", "meta", "zip"]),
+            values), max_size=3))
+        body = draw(st.sampled_from(["<function={}>", "<function={}>", "<call={}>"])).format(
+            name) + "".join(f"{draw(blanks)}<parameter={p}>{draw(blanks)}{v}{draw(blanks)}"
+                            "</parameter>" for p, v in params) + draw(blanks) + draw(
+            st.sampled_from(["</function>", "</function>", ""]))
     closer = draw(st.sampled_from(["</tool_call>"] * 6 + ["</ tool_call>", ""]))
     return f"<tool_call>{draw(blanks)}{body}{draw(blanks)}{closer}"
 

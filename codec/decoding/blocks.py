@@ -85,6 +85,8 @@ class BlockReader:
         self._pipeline_arg = pipeline
         self._pipeline: Any = None
         self._inner: Any = None
+        # Only the default pipeline's reading is known ahead (toolcodec.decoding.valid_xml).
+        self.short_xml = pipeline is None and not self._heuristics
 
     @property
     def pipeline(self) -> Any:
@@ -327,9 +329,9 @@ class BlockReader:
             return [], [too_many(len(parts), "calls in one envelope")]
         calls, errors = [], []
         at = 0
-        short = self._pipeline_arg is None and not self._heuristics  # the default pipeline's
         for part in parts:
-            read = read_valid_call(part, fmt, tag, self.registry, self.limits) if short else None
+            read = read_valid_call(part, fmt, tag, self.registry, self.limits) \
+                if self.short_xml else None
             if read is not None:
                 at += len(part)
                 calls.append(Call(read[0], read[1], unique_ids(base + read[2])))

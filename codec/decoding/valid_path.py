@@ -1,15 +1,17 @@
-"""The short way for a valid answer: prose, and Hermes ``<tool_call>`` blocks of strict JSON.
+"""The short way for a valid answer: prose, and ``<tool_call>`` blocks that hold a valid call.
 
-Most answers are plain prose, or prose and ``<tool_call>{"name": …, "arguments": {…}}
-</tool_call>`` blocks whose JSON parses and whose arguments match the schema. For those the
-engine's general reading (openers, end rules, repairs, events) costs several times the parse
-and the check themselves. ``decode_valid`` reads exactly that shape with ``str.find``, one
-``orjson.loads`` and one compiled validation per call, and gives up (``None``) at the first
-thing it does not know for sure: anything in the prose that could begin markup, a body that
-is not strict JSON, a call that does not validate, a limit reached. The general reading then
-decodes the text from the start, so its answer is the reference: for every text this one
-answers, the answer is the same, spans included (property-tested against the engine in
-tests/test_valid_path.py).
+Most answers are plain prose, or prose and ``<tool_call>`` blocks holding either Hermes JSON
+(``{"name": …, "arguments": {…}}``) that parses strictly or Qwen3-Coder's
+``<function=NAME><parameter=P>text</parameter></function>`` with plain values, whose
+arguments match the schema. For those the engine's general reading (openers, end rules,
+repairs, events) costs several times the parse and the check themselves. ``decode_valid``
+reads exactly those shapes with ``str.find``, one ``orjson.loads`` (or the XML call's own
+short way, ``toolcodec.decoding.valid_xml``) and one compiled validation per call, and gives
+up (``None``) at the first thing it does not know for sure: anything in the prose that could
+begin markup, a body that is neither, a call that does not validate, a limit reached. The
+general reading then decodes the text from the start, so its answer is the reference: for
+every text this one answers, the answer is the same, spans included (property-tested against
+the engine in tests/test_valid_path.py).
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from typing import Any
 
 import orjson
 from toolcodec.decoding.assembly import Assembly
+from toolcodec.decoding.valid_xml import read_valid_call
+from toolcodec.formats.builtin import FORMAT_ID
 from toolcodec.formats.table import END_OF_GENERATION
 from toolcodec.repair.normalize import strip_bidi
+from toolcodec.repair.xmlcall import split_functions
 from toolcodec.results.result import Call, DecodeResult, unique_ids
 from toolcodec.scanning.openers import BODY_WS
 
@@ -33,20 +38,26 @@ _MARKUP_CHAR = re.compile(r"[<>\[\]{}`]")
 # In a body, text the end rule reads specially (a closer inside a JSON string).
 _BODY_SPECIAL = "tool_call"
 _FORMAT = "hermes"
+_FUNCTION = "<function="  # the head of a Qwen3-Coder body
+_FUNCTION_FORMAT = FORMAT_ID["function"]
 
 
 def decode_valid(codec: Any, text: str) -> DecodeResult | None:
     """The ``DecodeResult`` of *text* if it is prose with strict, valid Hermes calls (the
     engine's answer, reached without it); None when the general reading must decide."""
-    if (codec._prefill or len(text) > codec.limits.max_chars
-            or (codec.formats is not None and _FORMAT not in codec.formats)):
+    if codec._prefill or len(text) > codec.limits.max_chars:
+        return None
+    formats = codec.formats
+    hermes = formats is None or _FORMAT in formats
+    qwen = (formats is None or _FUNCTION_FORMAT in formats) and codec.blocks.short_xml
+    if not (hermes or qwen):
         return None
     patterns = codec._openers.patterns
     if codec._bare_tool_call or patterns.at_start(text):
         return None
     first = patterns.get(False)[1]
     asm = Assembly(text)
-    pos = blocks = 0
+    pos = blocks = count = 0
     while True:
         start = text.find(_OPEN, pos)
         stop = len(text) if start < 0 else start
@@ -69,25 +80,37 @@ def decode_valid(codec: Any, text: str) -> DecodeResult | None:
         close = text.find(_CLOSE, body_start)
         if close < 0:
             return None
-        calls = _block_calls(codec, text, body_start, close)
+        calls = _block_calls(codec, text, body_start, close, hermes, qwen)
         if calls is None:
+            return None
+        count += len(calls)
+        if count > codec.max_calls:
             return None
         pos = close + len(_CLOSE)
         asm.add_calls(start, pos, calls)
     return asm.finish("xml" if blocks else "json")
 
 
-def _block_calls(codec: Any, text: str, start: int, end: int) -> list[Call] | None:
-    """The call of a block body that is strict JSON naming a known tool with valid
-    arguments, or None."""
+def _block_calls(codec: Any, text: str, start: int, end: int, hermes: bool,
+                 qwen: bool) -> list[Call] | None:
+    """The calls of a block body that is strict JSON or a plain Qwen3-Coder call, naming
+    known tools with valid arguments, or None."""
     body = text[start:end]
     head = body.lstrip()
-    if head[:1] != "{" or len(body) - len(head) > BODY_WS:
+    if len(body) - len(head) > BODY_WS:
         return None
     if _BODY_SPECIAL in body:
         return None
     if strip_bidi(body)[1]:  # the engine strips them and names it (text.bidi_removed)
         return None
+    if head[:1] == "{":
+        return _json_call(codec, body) if hermes else None
+    if qwen and head.startswith(_FUNCTION):
+        return _function_calls(codec, body)
+    return None
+
+
+def _json_call(codec: Any, body: str) -> list[Call] | None:
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -100,6 +123,17 @@ def _block_calls(codec: Any, text: str, start: int, end: int) -> list[Call] | No
     if not result.ok:
         return None
     return [Call(name, result.arguments, unique_ids(result.repairs), format=_FORMAT)]
+
+
+def _function_calls(codec: Any, body: str) -> list[Call] | None:
+    """One call per ``<function=…>`` of the body, each read by the XML call's short way."""
+    calls = []
+    for part in split_functions(body):
+        read = read_valid_call(part, "function", None, codec.blocks.registry, codec.limits)
+        if read is None:
+            return None
+        calls.append(Call(read[0], read[1], unique_ids(read[2]), format=_FUNCTION_FORMAT))
+    return calls
 
 
 def _call_shape(value: Any) -> tuple[str, dict[str, Any]] | None:
