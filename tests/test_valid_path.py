@@ -103,6 +103,13 @@ TAKEN = [
     qwen_block("get_weather", [("city", "A")]) + block("now", {}) + "done",
     "<tool_call><function=now>\n</function>\n<function=get_weather>\n<parameter=city>\nP"
     "\n</parameter>\n</function></tool_call>",
+    # reasoning first
+    "<think>The user wants files.</think>Searching now.\n" + qwen_block(
+        "send_mail", [("to", "x"), ("body", "cats && dogs")]),
+    "<think>\nPlan: check the weather.\n</think>\n\n" + block("get_weather", {"city": "P"}),
+    "<think></think>Just prose.",
+    "<think>hm</think>" + block("get_weather", {"city": "P"}),
+    "<think>  </think>",
 ]
 
 
@@ -120,7 +127,6 @@ def test_the_common_valid_shapes_take_the_short_way_with_the_engines_answer(text
 DECLINED = {
     "JSON call in prose": 'Use {"name": "now", "arguments": {}} here.\n'
     + block("get_weather", {"city": "P"}),
-    "a think block": "<think>hm</think>" + block("get_weather", {"city": "P"}),
     "an end token": block("get_weather", {"city": "P"}) + "<|im_end|>",
     "unknown tool": block("get_forecast", {"city": "P"}),
     "invalid arguments": block("get_weather", {"unit": "c"}),
@@ -140,6 +146,9 @@ DECLINED = {
     "an invalid value": qwen_block("get_weather", [("city", "P"), ("days", "0")]),
     "an unknown function": qwen_block("get_forecast", [("city", "P")]),
     "a call spelled <invoke=…>": "<tool_call><invoke=now></invoke></tool_call>",
+    "a call drafted while thinking": "<think>maybe " + block("now", {}) + "</think>done",
+    "reasoning never closed": "<think>still thinking",
+    "reasoning not first": " <think>a</think>" + block("now", {}),
 }
 
 
@@ -221,7 +230,10 @@ def blocks(draw) -> str:
     return f"<tool_call>{draw(blanks)}{body}{draw(blanks)}{closer}"
 
 
-texts = st.lists(prose | blocks(), max_size=5).map("".join)
+_THOUGHT = st.sampled_from(["", "<think>", "<think>", "<think>\n", "</think>", "<think></think>"]
+                          ) | st.builds(lambda a, b: f"<think>{a}</think>{b}", prose | _STRINGS,
+                                        blanks)
+texts = st.tuples(_THOUGHT, st.lists(prose | blocks(), max_size=5).map("".join)).map("".join)
 
 
 @settings(max_examples=300)

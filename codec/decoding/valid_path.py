@@ -3,15 +3,16 @@
 Most answers are plain prose, or prose and ``<tool_call>`` blocks holding either Hermes JSON
 (``{"name": …, "arguments": {…}}``) that parses strictly or Qwen3-Coder's
 ``<function=NAME><parameter=P>text</parameter></function>`` with plain values, whose
-arguments match the schema. For those the engine's general reading (openers, end rules,
-repairs, events) costs several times the parse and the check themselves. ``decode_valid``
-reads exactly those shapes with ``str.find``, one ``orjson.loads`` (or the XML call's own
-short way, ``toolcodec.decoding.valid_xml``) and one compiled validation per call, and gives
-up (``None``) at the first thing it does not know for sure: anything in the prose that could
-begin markup, a body that is neither, a call that does not validate, a limit reached. The
-general reading then decodes the text from the start, so its answer is the reference: for
-every text this one answers, the answer is the same, spans included (property-tested against
-the engine in tests/test_valid_path.py).
+arguments match the schema; reasoning models put a ``<think>`` block first. For those the
+engine's general reading (openers, end rules, repairs, events) costs several times the parse
+and the check themselves. ``decode_valid`` reads exactly those shapes with ``str.find``, one
+``orjson.loads`` (or the XML call's own short way, ``toolcodec.decoding.valid_xml``) and one
+compiled validation per call, and gives up (``None``) at the first thing it does not know for
+sure: anything in the prose or the reasoning that could begin markup, a body that is neither,
+a call that does not validate, a limit reached. The general reading then decodes the text
+from the start, so its answer is the reference: for every text this one answers, the answer
+is the same, spans included (property-tested against the engine in
+tests/test_valid_path.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from toolcodec.formats.table import END_OF_GENERATION
 from toolcodec.repair.normalize import strip_bidi
 from toolcodec.repair.xmlcall import split_functions
 from toolcodec.results.result import Call, DecodeResult, unique_ids
+from toolcodec.scanning.envelopes import Block
 from toolcodec.scanning.openers import BODY_WS
 
 _OPEN = "<tool_call>"
@@ -38,6 +40,7 @@ _MARKUP_CHAR = re.compile(r"[<>\[\]{}`]")
 # In a body, text the end rule reads specially (a closer inside a JSON string).
 _BODY_SPECIAL = "tool_call"
 _FORMAT = "hermes"
+_THINK, _THINK_CLOSE = "<think>", "</think>"  # the reasoning block (formats.reasoning)
 _FUNCTION = "<function="  # the head of a Qwen3-Coder body
 _FUNCTION_FORMAT = FORMAT_ID["function"]
 
@@ -53,11 +56,20 @@ def decode_valid(codec: Any, text: str) -> DecodeResult | None:
     if not (hermes or qwen):
         return None
     patterns = codec._openers.patterns
-    if codec._bare_tool_call or patterns.at_start(text):
+    if codec._bare_tool_call:
         return None
-    first = patterns.get(False)[1]
     asm = Assembly(text)
     pos = blocks = count = 0
+    if text.startswith(_THINK):  # reasoning first, as reasoning models write
+        close = text.find(_THINK_CLOSE, len(_THINK))
+        # its closer is the first "<" (a call drafted while thinking: the engine's)
+        if close < 0 or text.find("<", len(_THINK), close) >= 0:
+            return None
+        pos = close + len(_THINK_CLOSE)
+        asm.add_reasoning(Block("think", 0, pos, len(_THINK), close, True))
+    elif patterns.at_start(text):
+        return None
+    first = patterns.get(False)[1]
     while True:
         start = text.find(_OPEN, pos)
         stop = len(text) if start < 0 else start
