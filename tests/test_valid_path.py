@@ -109,6 +109,11 @@ TAKEN = [
     "<think>\nPlan: check the weather.\n</think>\n\n" + block("get_weather", {"city": "P"}),
     "<think></think>Just prose.",
     "<think>hm</think>" + block("get_weather", {"city": "P"}),
+    # a tool's own tag in prose
+    "Sure: <get_weather><city>Oslo</city><days>2</days></get_weather>",
+    "<send_mail><to>a@b.c</to>\n<body>R&D & co</body></send_mail> sent. <now></now>",
+    "<think>x</think><now></now>" + qwen_block("now", []),
+    "<get_forecast><city>P</city></get_forecast> " + block("now", {}),  # no tool's: prose
     "<think>  </think>",
 ]
 
@@ -116,12 +121,12 @@ TAKEN = [
 @pytest.mark.parametrize("text", TAKEN)
 def test_the_common_valid_shapes_take_the_short_way_with_the_engines_answer(text):
     assert check(CODECS["default"], text), "the short way declined a valid answer"
-    if "<function=" not in text:
-        assert check(CODECS["hermes only"], text)
-    else:  # a format left out is the engine's to report
-        assert decode_valid(CODECS["hermes only"], text) is None
-        if "{" not in text:
-            assert check(CODECS["qwen_xml only"], text)
+    tags = any(f"</{name}>" in text for name in ("get_weather", "send_mail", "now"))
+    hermes = check(CODECS["hermes only"], text)  # a format left out: the engine's to say
+    if "<function=" not in text and not tags:
+        assert hermes
+    if "<function=" in text and "{" not in text and not tags:
+        assert check(CODECS["qwen_xml only"], text)
 
 
 DECLINED = {
@@ -149,6 +154,12 @@ DECLINED = {
     "a call drafted while thinking": "<think>maybe " + block("now", {}) + "</think>done",
     "reasoning never closed": "<think>still thinking",
     "reasoning not first": " <think>a</think>" + block("now", {}),
+    "a tag with attributes": '<get_weather id="1"><city>P</city></get_weather>',
+    "blanks before a tag's body": "<get_weather> <city>P</city></get_weather>",
+    "a tag never closed": "<get_weather><city>P</city>",
+    "a tag's value with markup": "<send_mail><to>x</to><body><b>hi</b></body></send_mail>",
+    "a tag's invalid call": "<get_weather><city>P</city><days>0</days></get_weather>",
+    "a tag's bidi control": "<send_mail><to>\u202e</to></send_mail>",
 }
 
 
@@ -165,7 +176,15 @@ def test_options_that_change_the_reading_decline(name):
 def test_a_pipeline_of_ones_own_reads_every_xml_call_the_long_way():
     codec = ToolCallCodec(TOOLS, pipeline=default_pipeline())
     assert decode_valid(codec, qwen_block("now", [])) is None
+    assert decode_valid(codec, "<now></now>") is None
     assert check(codec, block("now", {}))
+
+
+def test_a_tag_read_only_as_yaml_is_the_engines():
+    codec = ToolCallCodec(TOOLS, formats=["yaml_tag"])
+    text = "<get_weather><city>P</city></get_weather>"
+    assert decode_valid(codec, text) is None
+    assert codec.decode(text).errors  # a format left out, said by the engine
 
 
 def test_a_text_past_max_chars_declines():
@@ -233,7 +252,27 @@ def blocks(draw) -> str:
 _THOUGHT = st.sampled_from(["", "<think>", "<think>", "<think>\n", "</think>", "<think></think>"]
                           ) | st.builds(lambda a, b: f"<think>{a}</think>{b}", prose | _STRINGS,
                                         blanks)
-texts = st.tuples(_THOUGHT, st.lists(prose | blocks(), max_size=5).map("".join)).map("".join)
+_TAG_VALUES = st.sampled_from(["P", "2", "0", "c", "k", "true", "a && b", "&lt;", "<b>", "",
+                               " ", "\u202e", "</tool_call>", "null", '{"k": 1}', "\n x \n"])
+
+
+@st.composite
+def tool_tags(draw) -> str:
+    """A tool's own tag in prose: ``<NAME><P>text</P>…</NAME>``, near its edges."""
+    name = draw(st.sampled_from(["get_weather", "send_mail", "now", "nope"]))
+    params = draw(st.lists(st.tuples(st.sampled_from(
+        ["city", "unit", "days", "to", "body", "urgent", "meta", "zip", name]), _TAG_VALUES),
+        max_size=3))
+    head = draw(st.sampled_from(["<{}>", "<{}>", "<{}>", "<{} >", '<{} a="1">', "<{}/>"]))
+    inner = "".join(f"{draw(st.sampled_from(['', '', chr(10), ' ']))}<{p}>{v}</{p}>"
+                    for p, v in params)
+    tail = draw(st.sampled_from(["</{}>", "</{}>", "</{}>", "", "</{} >"]))
+    return head.format(name) + draw(st.sampled_from(["", "", "\n", " " * 70])) + inner + (
+        tail.format(name))
+
+
+texts = st.tuples(_THOUGHT, st.lists(prose | blocks() | tool_tags(), max_size=5).map(
+    "".join)).map("".join)
 
 
 @settings(max_examples=300)

@@ -1,9 +1,11 @@
-"""The short way for a valid answer: prose, and ``<tool_call>`` blocks that hold a valid call.
+"""The short way for a valid answer: prose, and ``<tool_call>`` blocks or tool tags that hold a
+valid call.
 
 Most answers are plain prose, or prose and ``<tool_call>`` blocks holding either Hermes JSON
 (``{"name": …, "arguments": {…}}``) that parses strictly or Qwen3-Coder's
-``<function=NAME><parameter=P>text</parameter></function>`` with plain values, whose
-arguments match the schema; reasoning models put a ``<think>`` block first. For those the
+``<function=NAME><parameter=P>text</parameter></function>`` with plain values, or a tool's
+own tag (``<NAME><P>text</P></NAME>``), whose arguments match the schema; reasoning models
+put a ``<think>`` block first. For those the
 engine's general reading (openers, end rules, repairs, events) costs several times the parse
 and the check themselves. ``decode_valid`` reads exactly those shapes with ``str.find``, one
 ``orjson.loads`` (or the XML call's own short way, ``toolcodec.decoding.valid_xml``) and one
@@ -43,17 +45,19 @@ _FORMAT = "hermes"
 _THINK, _THINK_CLOSE = "<think>", "</think>"  # the reasoning block (formats.reasoning)
 _FUNCTION = "<function="  # the head of a Qwen3-Coder body
 _FUNCTION_FORMAT = FORMAT_ID["function"]
+_TAG_FORMAT = FORMAT_ID["tool_tag"]  # <NAME><P>…</P></NAME> in prose
 
 
 def decode_valid(codec: Any, text: str) -> DecodeResult | None:
-    """The ``DecodeResult`` of *text* if it is prose with strict, valid Hermes calls (the
-    engine's answer, reached without it); None when the general reading must decide."""
+    """The ``DecodeResult`` of *text* if it is prose with valid calls of the shapes above
+    (the engine's answer, reached without it); None when the general reading must decide."""
     if codec._prefill or len(text) > codec.limits.max_chars:
         return None
     formats = codec.formats
     hermes = formats is None or _FORMAT in formats
     qwen = (formats is None or _FUNCTION_FORMAT in formats) and codec.blocks.short_xml
-    if not (hermes or qwen):
+    tags = (formats is None or _TAG_FORMAT in formats) and codec.blocks.short_xml
+    if not (hermes or qwen or tags):
         return None
     patterns = codec._openers.patterns
     if codec._bare_tool_call:
@@ -80,8 +84,18 @@ def decode_valid(codec: Any, text: str) -> DecodeResult | None:
         else:  # the engine's own search: prose with `<`, `{`, … that opens nothing (and
             # does not end with end-of-generation tokens, which the engine keeps apart)
             m = codec._openers.find(text, pos, False)
-            if (m is not None and m.start() < stop) or (
-                    start < 0 and text.rstrip().endswith(END_OF_GENERATION)):
+            if m is not None and m.start() < stop:
+                read = _tool_tag(codec, text, m) if tags and m.lastgroup == "tag" else None
+                if read is None:
+                    return None
+                end, calls = read
+                blocks, count = blocks + 1, count + len(calls)
+                if blocks > codec.max_calls:
+                    return None
+                asm.add_calls(m.start(), end, calls)
+                pos = end
+                continue
+            if start < 0 and text.rstrip().endswith(END_OF_GENERATION):
                 return None
         if start < 0:
             break
@@ -120,6 +134,26 @@ def _block_calls(codec: Any, text: str, start: int, end: int, hermes: bool,
     if qwen and head.startswith(_FUNCTION):
         return _function_calls(codec, body)
     return None
+
+
+def _tool_tag(codec: Any, text: str, m: Any) -> tuple[int, list[Call]] | None:
+    """Where the tool tag the openers found at ``m`` ends, and its call, when it is
+    ``<NAME><P>text</P>…</NAME>`` as the XML call's short way reads it; else None."""
+    name = m.group("tag")
+    if not text.startswith("<", m.end()):
+        return None  # blanks before the body: the engine's (and attributes: read_valid_call)
+    closer = f"</{name}>"
+    close = text.find(closer, m.end())
+    if close < 0:
+        return None
+    end = close + len(closer)
+    part = text[m.start():end]
+    if strip_bidi(part)[1]:
+        return None
+    read = read_valid_call(part, _TAG_FORMAT, name, codec.blocks.registry, codec.limits)
+    if read is None:
+        return None
+    return end, [Call(read[0], read[1], unique_ids(read[2]), format=_TAG_FORMAT)]
 
 
 def _json_call(codec: Any, body: str) -> list[Call] | None:

@@ -109,9 +109,11 @@ def _tool_tag_call(part: str, tag: str, registry: Any) -> tuple[str, dict[str, s
     if not part.startswith(opener):
         return None
     spec = registry.get(tag)
-    props = spec.schema.get("properties") if spec is not None else None
-    if not isinstance(props, dict):
+    if spec is None:
         return None
+    props = spec.schema.get("properties")
+    if not isinstance(props, dict):
+        props = {}  # no parameter can be read: `<now></now>` only
     args: dict[str, str] = {}
     ampersand = False
     pos = len(opener)
