@@ -50,6 +50,7 @@ class PoolStream:
         # and error, so that a caller can tell "no capacity" from "the model erred".
         self.undecoded: list[dict[str, Any]] = []
         self._stream._engine.defer_blocks = True
+        self._ready: Any = None  # the codec block jobs run with inline (Pool.ready), once found
 
     async def feed(self, chunk: str | dict[str, Any]) -> list[Event]:
         """Take the next piece of the output; never raises."""
@@ -105,7 +106,10 @@ class PoolStream:
         payload = {"text": text, "fmt": block.fmt, "tag": block.tag, "closed": block.closed,
                    "body": [block.body_start - block.start, block.body_end - block.start],
                    "tools": self.tools, "options": self.options, **self._extra}
-        envelope = await self.pool.asubmit("decode_block", payload, timeout_ms=self.timeout_ms)
+        if self._ready is None:  # found once a stream: a job need not look it up again
+            self._ready = self.pool.ready(self.tools, self.options)
+        envelope = await self.pool.asubmit("decode_block", payload, timeout_ms=self.timeout_ms,
+                                           codec=self._ready)
         result = envelope.get("result") if envelope.get("status") == "ok" else None
         if result is None:
             error = envelope.get("error") or {"code": envelope.get("status"), "message": ""}

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 import pytest
 import toolcodec as codec
 from prometheus_client import CollectorRegistry
 from toolcodec.pool import Pool
+from toolcodec.pool.inline import Inline
 
 TOOLS = [{"name": "search", "parameters": {"type": "object", "properties": {
     "q": {"type": "string"}}, "required": ["q"]}}]
@@ -93,3 +95,33 @@ def test_a_marker_block_through_the_pool_equals_decode(pool) -> None:
     assert s.result().to_dict() == codec.decode(text, tools=TOOLS).to_dict()
     assert [e["arguments"] for e in events if e["type"] == "tool_call"] == [{"q": "cats"}]
     assert s.undecoded == []
+
+
+def test_a_streams_blocks_run_inline_with_the_codec_found_once(monkeypatch) -> None:
+    """With inline jobs, a stream's blocks run here with the codec Pool.ready found for the
+    stream's tools (looked up once, not by each job's checks), and answer as decode does."""
+    given: list[tuple[str, bool]] = []
+    takes = Inline.takes
+
+    def spy(self, op, payload, codec=None, size=None):
+        given.append((op, codec is not None))
+        return takes(self, op, payload, codec, size)
+
+    monkeypatch.setattr(Inline, "takes", spy)
+    with Pool("process", workers=1, timeout_ms=5000, inline_max_chars=100_000,
+              registry=CollectorRegistry()) as p:
+        first = p.stream(TOOLS)
+        run(first, [TEXT])  # its first sight has the codec built here, for next time
+        deadline = time.monotonic() + 120  # a condition, waited for; not a timing bound
+        while p.ready(TOOLS, first.options) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert p.ready(TOOLS, first.options) is not None
+        given.clear()
+        s = p.stream(TOOLS)
+        run(s, [TEXT])
+        assert s.result().to_dict() == codec.decode(TEXT, tools=TOOLS).to_dict()
+        assert given == [("decode_block", True)] * 3  # three blocks, each with the codec
+        jobs = p.metrics.registry.get_sample_value(
+            "toolcodec_jobs_total", {"op": "decode_block", "backend": "inline",
+                                     "outcome": "success"})
+        assert jobs and jobs >= 3
