@@ -114,6 +114,14 @@ TAKEN = [
     "<send_mail><to>a@b.c</to>\n<body>R&D & co</body></send_mail> sent. <now></now>",
     "<think>x</think><now></now>" + qwen_block("now", []),
     "<get_forecast><city>P</city></get_forecast> " + block("now", {}),  # no tool's: prose
+    # JSON bodies the block reader repairs or reads in another shape, ending at their closer
+    '<tool_call>{"name": "now", "arguments": "{}"}</tool_call>',
+    '<tool_call>{"name": "now", "parameters": {}}</tool_call>',
+    '<tool_call>{"name": "now", "arguments": {},}</tool_call>',
+    '<tool_call>[{"name": "now", "arguments": {}}]</tool_call>',
+    "Let me check.\n<tool_call>\n{'name': 'get_weather', 'arguments': {'city': 'Paris', "
+    "'days': '3',}}\n</tool_call>",
+    '<tool_call>{"name": "now", "arguments": {}}\n</think></tool_call>',
     "<think>  </think>",
 ]
 
@@ -137,15 +145,16 @@ DECLINED = {
     "invalid arguments": block("get_weather", {"unit": "c"}),
     "below a minimum": block("get_weather", {"city": "P", "days": 0}),
     "extra key": block("get_weather", {"city": "P", "zip": "1"}),
-    "arguments as a string": '<tool_call>{"name": "now", "arguments": "{}"}</tool_call>',
-    "parameters key": '<tool_call>{"name": "now", "parameters": {}}</tool_call>',
-    "trailing comma": '<tool_call>{"name": "now", "arguments": {},}</tool_call>',
     "unclosed": '<tool_call>{"name": "now", "arguments": {}}',
     "closer in a string": block("send_mail", {"to": "x", "body": "a </tool_call> b"}),
+    "unbalanced quotes": "<tool_call>{'name': 'now', 'arguments': {'a': 'say \"hi'}}"
+    "</tool_call>",
+    "one call of two unknown": '<tool_call>[{"name": "now", "arguments": {}}, '
+    '{"name": "nope", "arguments": {}}]</tool_call>',
+    "a repair refused": '<tool_call>Sure: {"name": "now", "arguments": {}}</tool_call>',
     "blanks past the window": block("now", {}, before=" " * 70),
     "bidi control": block("send_mail", {"to": "x\u202e"}),
     "spaced closer": '<tool_call>{"name": "now", "arguments": {}}</ tool_call >',
-    "a list of calls": '<tool_call>[{"name": "now", "arguments": {}}]</tool_call>',
     "a reference in a value": qwen_block("get_weather", [("city", "A &amp; B")]),
     "a tag in a value": qwen_block("send_mail", [("to", "x"), ("body", "<b>hi</b>")]),
     "an invalid value": qwen_block("get_weather", [("city", "P"), ("days", "0")]),
@@ -232,9 +241,10 @@ def blocks(draw) -> str:
     elif shape == "string args":
         payload["arguments"] = orjson.dumps(payload["arguments"]).decode()
     body = orjson.dumps(payload).decode()
-    if draw(st.integers(0, 9)) == 0 and len(body) > 2:  # damage it
+    if draw(st.integers(0, 3)) == 0 and len(body) > 2:  # damage it
         cut = draw(st.integers(1, len(body) - 1))
-        body = body[:cut] + draw(st.sampled_from(["", ",", "'", "True", " "])) + body[cut + 1:]
+        body = body[:cut] + draw(st.sampled_from(["", ",", "'", "True", " ", '"', "\\", "}",
+                                                  "\n</think>"])) + body[cut + 1:]
     if draw(st.integers(0, 3)) == 0:  # a Qwen3-Coder body
         values = st.sampled_from(["P", "2", "0", "true", "a && b", "&lt;", "<b>", "", "c",
                                   "\u202e", "</tool_call>", "null", '{"k": 1}'])

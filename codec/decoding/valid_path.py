@@ -1,20 +1,21 @@
 """The short way for a valid answer: prose, and ``<tool_call>`` blocks or tool tags that hold a
 valid call.
 
-Most answers are plain prose, or prose and ``<tool_call>`` blocks holding either Hermes JSON
-(``{"name": …, "arguments": {…}}``) that parses strictly or Qwen3-Coder's
+Most answers are plain prose, or prose and ``<tool_call>`` blocks holding Hermes JSON
+(``{"name": …, "arguments": {…}}``) or Qwen3-Coder's
 ``<function=NAME><parameter=P>text</parameter></function>`` with plain values, or a tool's
 own tag (``<NAME><P>text</P></NAME>``), whose arguments match the schema; reasoning models
-put a ``<think>`` block first. For those the
-engine's general reading (openers, end rules, repairs, events) costs several times the parse
-and the check themselves. ``decode_valid`` reads exactly those shapes with ``str.find``, one
-``orjson.loads`` (or the XML call's own short way, ``toolcodec.decoding.valid_xml``) and one
-compiled validation per call, and gives up (``None``) at the first thing it does not know for
-sure: anything in the prose or the reasoning that could begin markup, a body that is neither,
-a call that does not validate, a limit reached. The general reading then decodes the text
-from the start, so its answer is the reference: for every text this one answers, the answer
-is the same, spans included (property-tested against the engine in
-tests/test_valid_path.py).
+put a ``<think>`` block first. For those the engine's general reading (openers, end rules,
+events) costs several times the reading of the calls themselves. ``decode_valid`` finds those
+shapes with ``str.find`` and reads each call as the engine's block reader would: strict JSON
+with one ``orjson.loads`` and one compiled validation, other JSON bodies (repaired, a list of
+calls, arguments as a string) with the block reader's own JSON reading, XML calls with their
+short way (``toolcodec.decoding.valid_xml``). It gives up (``None``) at the first thing it does
+not know for sure: anything in the prose or the reasoning that could begin markup, a block
+whose end the engine could place elsewhere, a body of another shape, a call that does not
+validate, a limit reached. The general reading then decodes the text from the start, so its
+answer is the reference: for every text this one answers, the answer is the same, spans
+included (property-tested against the engine in tests/test_valid_path.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Any
 import orjson
 from toolcodec.decoding.assembly import Assembly
 from toolcodec.decoding.valid_xml import read_valid_call
-from toolcodec.formats.builtin import FORMAT_ID
+from toolcodec.formats.builtin import FORMAT_ID, without_think_close
+from toolcodec.formats.hermes import ends_json_body
 from toolcodec.formats.table import END_OF_GENERATION
 from toolcodec.repair.normalize import strip_bidi
 from toolcodec.repair.xmlcall import split_functions
@@ -129,8 +131,8 @@ def _block_calls(codec: Any, text: str, start: int, end: int, hermes: bool,
         return None
     if strip_bidi(body)[1]:  # the engine strips them and names it (text.bidi_removed)
         return None
-    if head[:1] == "{":
-        return _json_call(codec, body) if hermes else None
+    if head[:1] in ("{", "["):
+        return _json_calls(codec, body) if hermes else None
     if qwen and head.startswith(_FUNCTION):
         return _function_calls(codec, body)
     return None
@@ -156,19 +158,28 @@ def _tool_tag(codec: Any, text: str, m: Any) -> tuple[int, list[Call]] | None:
     return end, [Call(read[0], read[1], unique_ids(read[2]), format=_TAG_FORMAT)]
 
 
-def _json_call(codec: Any, body: str) -> list[Call] | None:
+def _json_calls(codec: Any, body: str) -> list[Call] | None:
+    """The calls of a JSON body: strict ``{"name": …, "arguments": {…}}`` read here, anything
+    else (repairs, a list of calls, arguments as a string) by the block reader's own JSON
+    reading, as the engine reads a block that ends at this closer."""
     try:
-        value = orjson.loads(body)
+        shape = _call_shape(orjson.loads(body))
     except orjson.JSONDecodeError:
+        shape = None
+    if shape is not None:
+        name, arguments = shape
+        result = codec.validate(name, arguments)
+        if result.ok:
+            return [Call(name, result.arguments, unique_ids(result.repairs), format=_FORMAT)]
+    if not ends_json_body(body):  # the engine reads this closer as a string's text
         return None
-    shape = _call_shape(value)
-    if shape is None:
+    payload, closed_think = without_think_close(body)
+    calls, errors = codec.blocks.json_calls(payload, closed_think)
+    if errors or not calls:
         return None
-    name, arguments = shape
-    result = codec.validate(name, arguments)
-    if not result.ok:
-        return None
-    return [Call(name, result.arguments, unique_ids(result.repairs), format=_FORMAT)]
+    for call in calls:
+        call.format = _FORMAT
+    return calls
 
 
 def _function_calls(codec: Any, body: str) -> list[Call] | None:

@@ -54,8 +54,7 @@ def tool_call_end(text: str, cur: OpenBlock, final: bool,
             if not final:  # the value's end decides; until then the tag may be text
                 cur.scan, cur.vscan = m.start(), max(m.end(), len(text) - 11)
                 return None
-        body = text[cur.body_start:m.start()]
-        if not (body.lstrip()[:1] in ("{", "[") and _unescaped_quotes(body) % 2):
+        if ends_json_body(text[cur.body_start:m.start()]):
             closed = m.group().startswith("</")
             return (m.end() if closed else m.start()), m.start(), closed
         cur.json_aware, cur.scan = True, cur.body_start  # a closer inside a JSON string
@@ -92,6 +91,12 @@ def tool_call_end(text: str, cur: OpenBlock, final: bool,
 def _json_head(text: str, start: int, end: int) -> bool:
     """Whether the body from *start* begins as JSON (its opener allows at most 64 blanks)."""
     return text[start:min(end, start + 80)].lstrip()[:1] in ("{", "[")
+
+
+def ends_json_body(body: str) -> bool:
+    """Whether a closer right after *body* ends the block: not when *body* is JSON whose
+    quotes are unbalanced (the closer is then inside a string)."""
+    return not (body.lstrip()[:1] in ("{", "[") and _unescaped_quotes(body) % 2)
 
 
 def _unescaped_quotes(body: str) -> int:
