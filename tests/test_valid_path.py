@@ -33,6 +33,7 @@ TOOLS = [
                        "meta": {"type": "object"}},
         "required": ["to"]}}},
     {"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "anything", "parameters": True}},
 ]
 CODECS = {
     "default": ToolCallCodec(TOOLS),
@@ -269,7 +270,7 @@ _TAG_VALUES = st.sampled_from(["P", "2", "0", "c", "k", "true", "a && b", "&lt;"
 @st.composite
 def tool_tags(draw) -> str:
     """A tool's own tag in prose: ``<NAME><P>text</P>…</NAME>``, near its edges."""
-    name = draw(st.sampled_from(["get_weather", "send_mail", "now", "nope"]))
+    name = draw(st.sampled_from(["get_weather", "send_mail", "now", "anything", "nope"]))
     params = draw(st.lists(st.tuples(st.sampled_from(
         ["city", "unit", "days", "to", "body", "urgent", "meta", "zip", name]), _TAG_VALUES),
         max_size=3))

@@ -38,10 +38,11 @@ TOOLS = [
                        "param": {"type": "string"}},
         "required": ["city"]}}},
     {"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "anything", "parameters": True}},
 ]
 REGISTRY = ToolRegistry.from_tools(TOOLS)
 PIPELINE = default_pipeline()
-NAMES = ["search_files", "get_weather", "now", "unknown_tool", "get_weather2"]
+NAMES = ["search_files", "get_weather", "now", "anything", "unknown_tool", "get_weather2"]
 PARAMS = ["query", "limit", "exact", "paths", "ratio", "x-y.z", "city", "unit", "days", "meta",
           "param", "other", "parameter", "search_files"]
 PIECES = ["a", "Oslo", "1", "3", "-2", "1.5", "true", "null", "c", " ", "  ", "\n", "\r", "\r\n",
@@ -103,6 +104,8 @@ TAKEN = [
      "get_weather"),
     (tag_part("search_files", [("query", "x"), ("paths", '["a", "b"]')]), "tool_tag",
      "search_files"),
+    (tag_part("anything", []), "tool_tag", "anything"),
+    (function_part("anything", [("a", "1")]), "function", None),
 ]
 
 
@@ -219,6 +222,15 @@ def test_valid_calls_are_taken_as_often_as_the_pipeline_takes_them(calls):
         if reference(part, "tool_tag", name) is not None and all(
                 p in REGISTRY.get(name).schema["properties"] for p, _ in unique):
             assert check(part, "tool_tag", name)
+
+
+def test_a_tool_whose_schema_is_true_reads_its_tag_the_long_way():
+    """``"parameters": true`` has no properties to read a tag's elements by."""
+    part = tag_part("anything", [("a", "1")])
+    assert read_valid_call(part, "tool_tag", "anything", REGISTRY, DEFAULT_LIMITS) is None
+    assert reference(part, "tool_tag", "anything") == ("anything", {"a": "1"}, [])
+    assert whole(SHORT.decode(part)) == whole(LONG.decode(part))
+    assert SHORT.decode(part).calls
 
 
 SHORT = ToolCallCodec(TOOLS)

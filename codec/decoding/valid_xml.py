@@ -104,14 +104,16 @@ def _function_call(part: str) -> tuple[str, dict[str, str], bool] | None:
 
 def _tool_tag_call(part: str, tag: str, registry: Any) -> tuple[str, dict[str, str],
                                                                    bool] | None:
-    """``<NAME>`` then ``<P>text</P>`` elements of scalar properties, layout between."""
+    """``<NAME>`` then ``<P>text</P>`` elements of the tool's declared properties, layout
+    between."""
     opener = f"<{tag}>"
     if not part.startswith(opener):
         return None
     spec = registry.get(tag)
     if spec is None:
         return None
-    props = spec.schema.get("properties")
+    schema = spec.schema  # `"parameters": true` is a schema too
+    props = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(props, dict):
         props = {}  # no parameter can be read: `<now></now>` only
     args: dict[str, str] = {}
