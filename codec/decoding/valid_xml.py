@@ -83,20 +83,12 @@ def _function_call(part: str) -> tuple[str, dict[str, str], bool] | None:
     ampersand = False
     pos = head.end()
     while (param := _PARAMETER_HEAD.match(part, pos)) is not None:
-        start = param.end()
-        end = part.find("<", start)
-        if end < 0 or not part.startswith(_PARAMETER_CLOSE, end):
-            return None
-        value = part[start:end]
-        if "&" in value:
-            if _REFERENCE.search(value):
-                return None
-            ampersand = True
+        read = _value(part, param.end(), _PARAMETER_CLOSE)
         pname = param.group(1)
-        if pname in args:
+        if read is None or pname in args:
             return None
-        args[pname] = _trimmed(value)
-        pos = end + len(_PARAMETER_CLOSE)
+        args[pname], amp, pos = read
+        ampersand = ampersand or amp
     if _FUNCTION_TAIL.match(part, pos) is None:
         return None
     return head.group(1), args, ampersand
@@ -123,24 +115,28 @@ def _tool_tag_call(part: str, tag: str, registry: Any) -> tuple[str, dict[str, s
         pname = param.group(1)
         if pname in args or pname in _NAMING_TAGS or pname == tag or pname not in props:
             return None
-        start = param.end()
-        end = part.find("<", start)
-        closer = f"</{pname}>"
-        if end < 0 or not part.startswith(closer, end):
+        read = _value(part, param.end(), f"</{pname}>")
+        if read is None or not read[0].strip():  # blank: [] for an array; the long way's
             return None
-        value = part[start:end]
-        if "&" in value:
-            if _REFERENCE.search(value):
-                return None
-            ampersand = True
-        value = _trimmed(value)
-        if not value.strip():  # blank: [] where an array is wanted; the long way knows
-            return None
-        args[pname] = value
-        pos = end + len(closer)
+        args[pname], amp, pos = read
+        ampersand = ampersand or amp
     if part[_LAYOUT.match(part, pos).end():] != f"</{tag}>":
         return None
     return tag, args, ampersand
+
+
+def _value(part: str, start: int, closer: str) -> tuple[str, bool, int] | None:
+    """The plain text value at ``start`` up to ``closer`` (trimmed), whether it holds a bare
+    ``&``, and where its closer ends; None when a ``<`` other than the closer or a reference
+    the scanner decodes stands in it."""
+    end = part.find("<", start)
+    if end < 0 or not part.startswith(closer, end):
+        return None
+    value = part[start:end]
+    ampersand = "&" in value
+    if ampersand and _REFERENCE.search(value):
+        return None
+    return _trimmed(value), ampersand, end + len(closer)
 
 
 def _trimmed(value: str) -> str:
