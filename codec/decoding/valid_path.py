@@ -166,11 +166,12 @@ def _json_calls(codec: Any, body: str) -> list[Call] | None:
         shape = _call_shape(orjson.loads(body))
     except orjson.JSONDecodeError:
         shape = None
-    if shape is not None:
+    if shape is not None:  # the block reader would validate it the same way
         name, arguments = shape
         result = codec.validate(name, arguments)
-        if result.ok:
-            return [Call(name, result.arguments, unique_ids(result.repairs), format=_FORMAT)]
+        if not result.ok:
+            return None
+        return [Call(name, result.arguments, unique_ids(result.repairs), format=_FORMAT)]
     if not ends_json_body(body):  # the engine reads this closer as a string's text
         return None
     payload, closed_think = without_think_close(body)

@@ -53,16 +53,15 @@ def read_valid_call(part: str, fmt: str, tag: str | None, registry: Any,
         return None
     if fmt == "function":
         read = _function_call(part)
+        spec = registry.get(read[0]) if read is not None else None
     elif fmt == "tool_tag" and tag is not None:
-        read = _tool_tag_call(part, tag, registry)
+        spec = registry.get(tag)
+        read = _tool_tag_call(part, tag, spec.schema) if spec is not None else None
     else:
         return None
-    if read is None:
+    if read is None or spec is None:
         return None
     name, raw_args, ampersand = read
-    spec = registry.get(name)
-    if spec is None:
-        return None
     repairs = [_ESCAPE_AMPERSAND] if ampersand else []
     args, coerced, valid = coerce_checked(spec, raw_args, text_values=True, limits=limits)
     if not same_value(args, raw_args):  # the pipeline records a change only
@@ -94,17 +93,14 @@ def _function_call(part: str) -> tuple[str, dict[str, str], bool] | None:
     return head.group(1), args, ampersand
 
 
-def _tool_tag_call(part: str, tag: str, registry: Any) -> tuple[str, dict[str, str],
-                                                                   bool] | None:
-    """``<NAME>`` then ``<P>text</P>`` elements of the tool's declared properties, layout
-    between."""
+def _tool_tag_call(part: str, tag: str, schema: Any) -> tuple[str, dict[str, str],
+                                                                 bool] | None:
+    """``<NAME>`` then ``<P>text</P>`` elements of the properties the tool's ``schema``
+    declares, layout between."""
     opener = f"<{tag}>"
     if not part.startswith(opener):
         return None
-    spec = registry.get(tag)
-    if spec is None:
-        return None
-    schema = spec.schema  # `"parameters": true` is a schema too
+    # `"parameters": true` is a schema too
     props = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(props, dict):
         props = {}  # no parameter can be read: `<now></now>` only
