@@ -132,6 +132,27 @@ def test_json_that_is_no_chat_completion_to_a_stream_request_is_an_error(proxy) 
     assert [e["error"]["code"] for e in events if "error" in e] == ["bad_upstream"]
 
 
+@pytest.mark.parametrize(("body", "code"), [
+    (b'{"choices": [{"message": {"content": "cut', "upstream_bad_chunk"),
+    (b'{"choices": [{"message": {"content": "' + b"x" * 2000 + b'"}}]}', "upstream_too_large"),
+])
+def test_a_whole_answer_to_a_stream_request_that_cannot_be_read_is_an_error(body, code) -> None:
+    answer = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+              b"content-length: %d\r\n\r\n%s" % (len(body), body))
+    raw = RawUpstream(answer).start()
+    srv = ServeProcess("--upstream", raw.url, "--workers", "1", "--timeout-ms", "2000",
+                       "--max-upstream-body", "1024").start()
+    try:
+        events = sse(srv, "any")
+        assert [e["error"]["code"] for e in events if "error" in e] == [code]
+        assert "could not be read as JSON" in [e for e in events if "error" in e][0][
+            "error"]["message"]
+        assert [f["choices"][0]["finish_reason"] for f in finals(events)] == ["length"]
+    finally:
+        srv.stop()
+        raw.stop()
+
+
 # -- truncation from usage -----------------------------------------------------------------
 
 

@@ -52,6 +52,11 @@ class ChunkWriter:
                              "arguments": orjson.dumps(event["arguments"]).decode()}}]})
         return None
 
+    @property
+    def role_sent(self) -> bool:
+        """Whether a chunk has been made (the first carries ``role: "assistant"``)."""
+        return self._role_sent
+
     def raw_call(self, call: dict[str, Any]) -> dict[str, Any]:
         """A chunk for a call passed on as written (``{"id", "function": {...}}``)."""
         n = self.calls

@@ -293,7 +293,8 @@ class Response:
     """The status and headers of an answer; its body comes from ``read``, ``next_part`` or
     ``aiter_bytes``. Close it with ``aclose`` (no-op once the body was read to its end)."""
 
-    __slots__ = ("status_code", "headers", "_client", "_conn", "_inflate", "_tail", "_fallback")
+    __slots__ = ("status_code", "headers", "_client", "_conn", "_inflate", "_tail", "_fallback",
+                 "_poked")
 
     def __init__(self, client: HTTPClient, conn: _Connection) -> None:
         self.status_code: int = conn.status
@@ -306,9 +307,11 @@ class Response:
                          else zlib.decompressobj() if encoding == "deflate" else None)
         # "deflate" is meant to be zlib-wrapped, but some servers send it raw: tried once
         self._fallback = encoding == "deflate"
+        self._poked = False
 
-    async def next_part(self) -> bytes:
-        """The next part of the body as it arrived (decoded), ``b""`` at its end."""
+    async def next_part(self) -> bytes | None:
+        """The next part of the body as it arrived (decoded), ``b""`` at its end; ``None``
+        only after :meth:`poke`, when nothing had arrived."""
         conn = self._conn
         if conn is None:
             return b""
@@ -332,10 +335,29 @@ class Response:
                             return part
                     self._done()
                     return b""
+                if self._poked:
+                    self._poked = False
+                    return None
                 await conn.wait()
         except BaseException:
             self._abort()
             raise
+
+    def poke(self) -> None:
+        """Have :meth:`next_part` return ``None`` if nothing has arrived: now, if it is
+        waiting, else the next time it would wait. For a reader with something else to do
+        while the body is slow (a heartbeat to send), without a timeout around each wait."""
+        self._poked = True
+        conn = self._conn
+        if conn is not None:
+            conn.wake()
+
+    def arrived(self) -> bool:
+        """Whether :meth:`next_part` would answer without waiting (a part, the end or an
+        error is there)."""
+        conn = self._conn
+        return conn is None or bool(conn.body or self._tail) or conn.complete \
+            or conn.error is not None
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         """The body's parts as they arrive (decoded)."""

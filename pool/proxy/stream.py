@@ -4,9 +4,10 @@ Every upstream chunk is fed, choice by choice (``n > 1`` streams are decoded per
 to that choice's ``PoolStream`` as it arrives; what a decoder releases goes to the client at once,
 as ``chat.completion.chunk`` deltas (``toolcodec.decoding.openai_chunks.ChunkWriter``) that keep the
 upstream's ``id``, ``model``, ``created`` and ``system_fingerprint``, and carry the ``logprobs`` of
-the upstream chunks that produced them. A reader task takes the upstream lines, so that while
-nothing can be sent (a tool-call block is pending, upstream is slow) a ``: keep-alive`` SSE comment
-goes out every ``heartbeat`` seconds, and the request's overall deadline cuts a trickling upstream.
+the upstream chunks that produced them. Upstream is read in the task that writes to the client;
+while nothing can be sent (a tool-call block is pending, upstream is slow) a timer
+(``toolcodec.pool.proxy.ticker``) has a ``: keep-alive`` SSE comment go out every ``heartbeat``
+seconds, and the request's overall deadline cuts a trickling upstream.
 
 The stream always ends with ``data: [DONE]``: when upstream fails mid-way (or the deadline
 passes), what the decoders still hold is released, then an error chunk is sent. Blocks the
@@ -31,15 +32,14 @@ from typing import Any
 import orjson
 from toolcodec.decoding.openai_chunks import ChunkWriter
 from toolcodec.pool.proxy.flags import check_forced, cut_by_usage, unrecognised
-from toolcodec.pool.proxy.handoff import TICK, Handoff, Ticker
 from toolcodec.pool.proxy.http_client import HTTPError, Response
 from toolcodec.pool.proxy.message import call_id, unrepaired_natives
-from toolcodec.pool.proxy.upstream import UpstreamError, read_body, shape_problem, sse_batches
+from toolcodec.pool.proxy.ticker import Ticker
+from toolcodec.pool.proxy.upstream import SSELines, UpstreamError, shape_problem
 from toolcodec.results.errors import TRUNCATED
 
 DONE = b"data: [DONE]\n\n"
 HEARTBEAT = b": keep-alive\n\n"
-_END = object()  # the reader's last item
 # After upstream's [DONE] the end of its body is due at once: waited for this long (in the
 # background) so that the connection can be reused rather than closed.
 _DONE_LINGER = 1.0
@@ -59,6 +59,9 @@ class _Choice:
         self.finish: str | None = None
         self.logprobs: list[Any] = []  # upstream logprobs not yet sent with a chunk
         self.hide: str | None = None  # the start of a cut call's markup, not sent as content
+        # A content chunk's bytes around its text, for the head they were made with:
+        # (head, before, after), see ``Relay._content``.
+        self.frame: tuple[tuple[Any, ...], bytes, bytes] | None = None
 
     def take_logprobs(self) -> dict[str, Any] | None:
         if not self.logprobs:
@@ -94,119 +97,61 @@ class Relay:
     async def _run(self) -> AsyncIterator[bytes]:
         config = self.proxy.config
         loop = asyncio.get_running_loop()
-        queue = Handoff(loop, 64)
-        ticker = Ticker(loop, queue, config.heartbeat, self.until)
-        reader = asyncio.create_task(self._read(queue, config.max_upstream_body, ticker))
+        response = self.response
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        body = _WholeBody(response, config.max_upstream_body) if kind == "application/json" \
+            else _SSEBody(config.max_upstream_body)
+        # Upstream is read here, in the task that writes to the client: no second task to
+        # hand each delta to. While upstream is slow the ticker pokes the read (``None``):
+        # a heartbeat, or the deadline.
+        ticker = Ticker(loop, response.poke, config.heartbeat, self.until)
         ended = False  # upstream's stream ended as it should
         sent = False  # bytes went to the client
         try:
-            while True:
+            while not ended and self.failure is None:
                 if loop.time() >= self.until:
                     self.failure = ("upstream_deadline", f"the request's overall deadline of "
                                     f"{config.deadline:g} s passed; the stream was cut")
                     break
-                item = await queue.get() if queue.empty() else queue.get_nowait()
-                if item is TICK:  # nothing from upstream for a heartbeat, or the deadline
-                    if loop.time() < self.until:
-                        yield HEARTBEAT
-                    continue
-                # The chunks that have arrived meanwhile (the reader's lists: those read
-                # together) go out together: one write, not one per chunk (upstreams send a
-                # few characters per chunk). The stream's first bytes go at once, alone: the
-                # client's time to first token is not the batch's.
+                # The chunks that have arrived meanwhile (the parts read without waiting) go
+                # out together: one write, not one per chunk (upstreams send a few characters
+                # per chunk). The stream's first bytes go at once, alone: the client's time to
+                # first token is not the batch's.
                 out: list[bytes] = []
+                part: bytes | None = b""
                 while True:
-                    if item is _END:
-                        ended = True
+                    try:
+                        part = await response.next_part()
+                        if part is None:  # poked: nothing for a heartbeat, or the deadline
+                            break
+                        chunks, self.failure, ended = body.chunks(part)
+                    except HTTPError as exc:
+                        self.failure = body.broken(exc)
                         break
-                    if isinstance(item, tuple):  # the reader failed: (code, message)
-                        self.failure = item
+                    except UpstreamError as exc:
+                        self.failure = (exc.code, str(exc))
                         break
-                    if item is not TICK:  # a tick among items: they keep the stream alive
-                        for chunk in item:  # the chunks that arrived together
-                            out += await self._chunk(chunk)
-                            if out and not sent:
-                                sent = True
-                                yield b"".join(out)
-                                out = []
-                    if queue.empty():
+                    if chunks:
+                        ticker.last = loop.time()
+                    for chunk in chunks:
+                        out += await self._chunk(chunk)
+                        if out and not sent:
+                            sent = True
+                            yield b"".join(out)
+                            out = []
+                    if ended or self.failure is not None or not response.arrived():
                         break
-                    item = queue.get_nowait()
                 if out:
                     sent = True
                     yield b"".join(out)
-                if ended or self.failure is not None:
-                    break
+                if part is None and loop.time() < self.until:
+                    yield HEARTBEAT
         finally:
             ticker.stop()
-            reader.cancel()
-            await self.response.aclose(linger=_DONE_LINGER if ended else 0.0)
+            await response.aclose(linger=_DONE_LINGER if ended else 0.0)
         for out in await self._close():
             yield out
         yield DONE
-
-    async def _read(self, queue: Handoff, limit: int, ticker: Ticker) -> None:
-        kind = self.response.headers.get("content-type", "").split(";")[0].strip().lower()
-        if kind == "application/json":
-            await self._read_whole(queue, limit)
-            return
-        done = finished = False
-        try:
-            async for datas in sse_batches(self.response, limit):
-                batch: list[dict[str, Any]] = []  # one queue item for all of them
-                for data in datas:
-                    if not data:
-                        continue
-                    if data == b"[DONE]":
-                        done = True
-                        break
-                    try:
-                        chunk = _loads(data)
-                    except orjson.JSONDecodeError:
-                        if batch:
-                            await queue.put(batch)
-                        await queue.put(("upstream_bad_chunk",
-                                         "the model server sent a chunk that is not JSON"))
-                        return
-                    if isinstance(chunk, dict):
-                        finished = finished or _finishes(chunk)
-                        batch.append(chunk)
-                if batch:
-                    ticker.last = ticker.loop.time()
-                    await queue.put(batch)
-                if done:
-                    break
-        except HTTPError as exc:
-            await queue.put(("upstream_stream_broken",
-                             f"the model server's stream broke off ({type(exc).__name__})"))
-            return
-        except UpstreamError as exc:
-            await queue.put((exc.code, str(exc)))
-            return
-        if not done and not finished:
-            # the body ended cleanly, but the stream had not: neither [DONE] nor a finish_reason
-            await queue.put(("upstream_stream_broken", "the model server's stream ended "
-                             "without a finish_reason or [DONE]"))
-            return
-        await queue.put(_END)
-
-    async def _read_whole(self, queue: Handoff, limit: int) -> None:
-        """A whole JSON answer to a stream request: relayed as the stream it stands for
-        (decoded like any), or an error if it is no chat completion."""
-        try:
-            answer = orjson.loads(await read_body(self.response, limit))
-        except (HTTPError, UpstreamError, orjson.JSONDecodeError) as exc:
-            code = exc.code if isinstance(exc, UpstreamError) else "upstream_bad_chunk"
-            await queue.put((code, "the model server answered the stream request with a body "
-                             f"that could not be read as JSON ({type(exc).__name__})"))
-            return
-        problem = shape_problem(answer)
-        if problem is not None:
-            await queue.put(("bad_upstream", "the model server answered the stream request "
-                             f"with JSON that is not a chat completion: {problem}"))
-            return
-        await queue.put(whole_as_chunks(answer))
-        await queue.put(_END)
 
     # -- chunks -----------------------------------------------------------------------------
 
@@ -260,18 +205,43 @@ class Relay:
 
     def _out(self, state: _Choice, events: list[dict[str, Any]]) -> list[bytes]:
         out = []
+        writer = state.writer
         for event in events:
-            if event.get("type") == "error" and event["error"].get("code") == TRUNCATED:
+            kind = event.get("type")
+            if kind == "content":
+                if state.hide is not None:
+                    hide, state.hide = state.hide, None
+                    if event.get("text", "").startswith(hide):  # the cut call's own markup
+                        continue
+                text = event.get("text")
+                if text and writer.role_sent and not state.logprobs:  # most chunks of a stream
+                    out.append(self._content(state, text))
+                    continue
+            elif kind == "error" and event["error"].get("code") == TRUNCATED:
                 raw = event["error"].get("raw")
                 state.hide = raw.removesuffix("…") if isinstance(raw, str) else None
-            elif state.hide is not None and event.get("type") == "content":
-                hide, state.hide = state.hide, None
-                if event.get("text", "").startswith(hide):  # the cut call's own markup
-                    continue
-            chunk = state.writer.chunk(event)
+            chunk = writer.chunk(event)
             if chunk is not None:
                 out.append(self._dress(state, chunk))
         return out
+
+    def _content(self, state: _Choice, text: str) -> bytes:
+        """``_dress(state, state.writer.chunk(content event))`` for a chunk after the first,
+        without logprobs: the same bytes, made from the text alone. The bytes around it are
+        made once for the upstream's head (and again if it changes), by encoding such a chunk
+        with an empty text: JSON escapes every quote inside a string, so its empty content is
+        found where it is and nowhere else."""
+        head = self.head
+        key = (head["id"], head["model"], head["created"], self.fingerprint)
+        frame = state.frame
+        if frame is None or frame[0] != key:
+            chunk = state.writer.chunk({"type": "content", "text": "x"})
+            assert chunk is not None
+            chunk["choices"][0]["delta"]["content"] = ""
+            before, _, after = self._dress(state, chunk).partition(b'"delta":{"content":""}')
+            frame = state.frame = (key, before + b'"delta":{"content":', b"}" + after)
+        self.started = True
+        return frame[1] + orjson.dumps(text) + frame[2]
 
     def _dress(self, state: _Choice, chunk: dict[str, Any]) -> bytes:
         """The upstream's head, fingerprint and pending logprobs on one of our chunks."""
@@ -374,6 +344,84 @@ def _finishes(chunk: dict[str, Any]) -> bool:
             if isinstance(c, dict) and c.get("finish_reason"):
                 return True
     return False
+
+
+class _SSEBody:
+    """An SSE body's chunks, part by part as it arrives."""
+
+    __slots__ = ("lines", "finished")
+
+    def __init__(self, limit: int) -> None:
+        self.lines = SSELines(limit)
+        self.finished = False  # a chunk had a finish_reason
+
+    def chunks(self, part: bytes) -> tuple[list[dict[str, Any]], tuple[str, str] | None, bool]:
+        """(the chunks *part* completes, the failure it shows, whether the stream ended as it
+        should); ``b""`` is the body's end. ``UpstreamError`` for a line over the limit."""
+        out: list[dict[str, Any]] = []
+        for data in self.lines.feed(part) if part else self.lines.end():
+            if not data:
+                continue
+            if data == b"[DONE]":
+                return out, None, True
+            try:
+                chunk = _loads(data)
+            except orjson.JSONDecodeError:
+                return out, ("upstream_bad_chunk",
+                             "the model server sent a chunk that is not JSON"), False
+            if isinstance(chunk, dict):
+                self.finished = self.finished or _finishes(chunk)
+                out.append(chunk)
+        if part:
+            return out, None, False
+        if self.finished:
+            return out, None, True
+        # the body ended cleanly, but the stream had not: neither [DONE] nor a finish_reason
+        return out, ("upstream_stream_broken", "the model server's stream ended without a "
+                     "finish_reason or [DONE]"), False
+
+    @staticmethod
+    def broken(exc: HTTPError) -> tuple[str, str]:
+        return ("upstream_stream_broken",
+                f"the model server's stream broke off ({type(exc).__name__})")
+
+
+class _WholeBody:
+    """A whole JSON answer to a stream request: relayed as the stream it stands for (decoded
+    like any), or an error if it is no chat completion."""
+
+    __slots__ = ("limit", "parts", "size")
+
+    def __init__(self, response: Response, limit: int) -> None:
+        self.limit, self.parts = limit, []
+        declared = response.headers.get("content-length", "")
+        self.size = int(declared) if declared.isdigit() else 0  # over the limit: refused
+
+    def chunks(self, part: bytes) -> tuple[list[dict[str, Any]], tuple[str, str] | None, bool]:
+        if part:
+            self.parts.append(part)
+            self.size += len(part)
+        if self.size > self.limit:  # declared, or read
+            return [], self._unread(UpstreamError.__name__), False
+        if part:
+            return [], None, False
+        try:
+            answer = orjson.loads(b"".join(self.parts))
+        except orjson.JSONDecodeError as exc:
+            return [], self._unread(type(exc).__name__), False
+        problem = shape_problem(answer)
+        if problem is not None:
+            return [], ("bad_upstream", "the model server answered the stream request with "
+                        f"JSON that is not a chat completion: {problem}"), False
+        return whole_as_chunks(answer), None, True
+
+    def broken(self, exc: HTTPError) -> tuple[str, str]:
+        return self._unread(type(exc).__name__)
+
+    def _unread(self, why: str) -> tuple[str, str]:
+        code = "upstream_too_large" if self.size > self.limit else "upstream_bad_chunk"
+        return code, ("the model server answered the stream request with a body that could "
+                      f"not be read as JSON ({why})")
 
 
 def whole_as_chunks(answer: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from toolcodec.pool.proxy.http_client import (
@@ -115,34 +115,46 @@ async def read_body(response: Response, limit: int) -> bytes:
         raise too_large(limit) from None
 
 
-async def sse_batches(response: Response, limit: int) -> AsyncIterator[list[bytes]]:
-    """The ``data:`` payloads of an SSE stream (bytes, as they came: ``orjson`` reads them
-    without a decoded copy), each line at most *limit* bytes: a list of those that arrived
-    together (in one part of the body), so that a relay hands them on in one step rather
-    than one by one."""
-    pending: list[bytes] = []  # the line being read, in parts: joined once it ends
-    size = 0
-    while part := await response.next_part():  # not aiter_bytes: one generator less a part
+class SSELines:
+    """The ``data:`` payloads of an SSE stream, from the parts of its body as they come:
+    :meth:`feed` returns those a part completes (bytes, as they came: ``orjson`` reads them
+    without a decoded copy), :meth:`end` the last line if the body ended without its line
+    break. Each line at most *limit* bytes (``UpstreamError`` otherwise). Synchronous, not an
+    async generator: it runs for every part of a stream, and an async generator's step costs
+    more than splitting the part."""
+
+    __slots__ = ("limit", "_pending", "_size")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._pending: list[bytes] = []  # the line being read, in parts: joined once it ends
+        self._size = 0
+
+    def feed(self, part: bytes) -> list[bytes]:
         if b"\n" not in part:
-            pending.append(part)
-            size += len(part)
-            if size > limit:
-                raise too_large(limit)
-            continue
+            self._pending.append(part)
+            self._size += len(part)
+            if self._size > self.limit:
+                raise too_large(self.limit)
+            return []
+        pending = self._pending
         lines = (b"".join([*pending, part]) if pending else part).split(b"\n")
         last = lines.pop()
-        pending, size = [last], len(last)
-        batch = []
+        self._pending, self._size = [last], len(last)
+        datas = []
+        limit = self.limit
         for line in lines:
             if len(line) > limit:
                 raise too_large(limit)
             if line.startswith(b"data:"):
-                batch.append(line[5:].strip())
-        if batch:
-            yield batch
-    tail = b"".join(pending)
-    if tail.startswith(b"data:") and len(tail) <= limit:
-        yield [tail[5:].strip()]
+                datas.append(line[5:].strip())
+        return datas
+
+    def end(self) -> list[bytes]:
+        tail = b"".join(self._pending)
+        self._pending, self._size = [], 0
+        return [tail[5:].strip()] if tail.startswith(b"data:") and len(tail) <= self.limit \
+            else []
 
 
 def shape_problem(answer: Any) -> str | None:
