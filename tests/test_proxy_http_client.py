@@ -459,6 +459,40 @@ def test_the_read_timeout_is_between_bytes_not_for_the_whole_body(run) -> None:
     run(test)
 
 
+def test_a_poke_ends_a_wait_for_the_body_but_never_hides_what_arrived(run) -> None:
+    released = asyncio.Event()
+
+    async def answer(request: Request, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
+        writer.write(CHUNKED_HEAD + chunked(b"a")[:-5])
+        await released.wait()  # nothing more until the client has been poked twice
+        writer.write(chunked(b"b")[:-5])
+        writer.write(b"0\r\n\r\n")
+
+    async def test() -> None:
+        async with Server(answer) as server:
+            client = HTTPClient(server.url)
+            response = await client.request("GET", "/")
+            assert await response.next_part() == b"a"
+            assert not response.arrived()
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.05, response.poke)  # while next_part waits
+            assert await response.next_part() is None
+            response.poke()  # before it waits: the next wait ends at once
+            assert await response.next_part() is None
+            released.set()
+            while not response.arrived():  # the rest, then the end, with no poke
+                await asyncio.sleep(0.01)
+            response.poke()  # what arrived comes first; the poke waits for a wait
+            parts = [await response.next_part(), await response.next_part()]
+            assert parts in ([b"b", b""], [b"b", None])
+            if parts[1] is None:
+                assert await response.next_part() == b""
+            assert response.arrived()  # the end is there: next_part answers at once
+            await client.aclose()
+    run(test)
+
+
 def test_a_server_that_breaks_off_mid_answer(run) -> None:
     async def answer(request: Request, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter) -> bool:
