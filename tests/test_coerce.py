@@ -7,6 +7,7 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolcodec.schema import coerce
 from toolcodec.schema.coerce import coerce_arguments
 from toolcodec.schema.tools import ToolRegistry
 
@@ -482,3 +483,54 @@ def test_a_python_caller_s_own_containers_are_coerced_like_plain_ones():
         "required": ["n"]}}]).get("t")
     for raw in ({"n": "3", "tags": "x"}, {"n": 3, "tags": ["x"]}, {"n": "x"}):
         assert coerce_arguments(spec, _Args(raw)) == coerce_arguments(spec, dict(raw))
+
+
+# --- flat tools: the short way is the walk ------------------------------------------------
+
+_SAMPLED_TEXTS = ["5", " 42 ", "-3", "5.0", "+7", "5.5", "1e3", ".5", "1,000", "0x1f", "true",
+                  "False", " TRUE ", "yes", "null", "", "**7**", "NaN", "1e999", "\uff15",
+                  "\u0661\u0662", "9" * 30, "abc", "3 apples"]
+# the listed texts (each edge of a conversion: spaces, signs, fractions, NFKC digits, case,
+# emphasis, overflow) most of the time, any short text now and then
+_TEXTS = st.integers(0, 3 * len(_SAMPLED_TEXTS)).flatmap(
+    lambda n: st.just(_SAMPLED_TEXTS[n]) if n < len(_SAMPLED_TEXTS)
+    else st.text(alphabet="0123456789.+-eE truefalsn*\uff10", max_size=8) if n % 2
+    else st.text(max_size=6))
+_PARAM = st.fixed_dictionaries(
+    {"type": st.sampled_from(["string", "integer", "number", "boolean"])},
+    optional={"description": st.text(max_size=5), "title": st.text(max_size=5)})
+# what a flat tool has not: the walk steers by it (an enum, a bound a string may miss)
+_NOT_FLAT = st.sampled_from([{"enum": ["5", "7"]}, {"maxLength": 1}, {"minimum": 6},
+                             {"type": ["integer", "string"]}, {"type": "null"}])
+
+
+@st.composite
+def _flat_calls(draw):
+    params = draw(st.dictionaries(st.sampled_from("abcdef"), _PARAM, min_size=1, max_size=5))
+    if draw(st.integers(0, 3)) == 0:  # now and then a parameter the short way must leave
+        name = draw(st.sampled_from(sorted(params)))
+        params[name] = {**params[name], **draw(_NOT_FLAT)}
+    names = draw(st.lists(st.sampled_from(sorted(params)), unique=True))
+    if draw(st.integers(0, 9)) == 0:
+        names.append("z")  # not a parameter
+    values = {name: draw(_TEXTS) for name in names}
+    if names and draw(st.integers(0, 9)) == 0:
+        values[names[0]] = draw(st.sampled_from([5, 2.5, True, None, ["5"]]))  # not text
+    return params, values
+
+
+@settings(max_examples=400)
+@given(call=_flat_calls(), required=st.booleans(), text_values=st.booleans())
+def test_a_flat_tools_text_values_coerce_as_the_walk_coerces_them(call, required,
+                                                                  text_values):
+    params, values = call
+    extra = {"required": sorted(params)} if required else {}
+    spec = spec_for(params, **extra)
+    short = coerce.coerce_checked(spec, values, text_values=text_values)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(coerce, "_coerce_flat", lambda *_: coerce._NO)
+        walked = coerce.coerce_checked(spec_for(params, **extra), values,
+                                       text_values=text_values)
+    assert short == walked
+    assert list(short[0]) == list(walked[0])  # the parameters' order too
+    assert [type(v) for v in short[0].values()] == [type(v) for v in walked[0].values()]

@@ -95,7 +95,9 @@ def coerce_checked(
         if (fast is not None and fast(arguments)) or (
                 not ctx.plain and spec.validator.is_valid(arguments)):
             return arguments, [], True
-        coerced = _coerce(arguments, spec.schema, ctx)
+        coerced = _coerce_flat(arguments, spec, ctx) if ctx.plain else _NO
+        if coerced is _NO:
+            coerced = _coerce(arguments, spec.schema, ctx)
         return coerced, ctx.repairs, fast is not None and fast(coerced)
     except RecursionError:  # absurdly deep input: leave it for validation to report
         return arguments, [], False
@@ -185,6 +187,69 @@ def _follow_pointer(root: Any, pointer: str) -> Any:
         else:
             return None
     return node
+
+
+# --- flat tools: text values of scalar parameters ----------------------------------------
+
+# Where a tool's flat plan is kept: beside the checks of its schema's parts
+# (``ToolSpec.part_checks``, keyed by canonical JSON, which this never is).
+_FLAT_KEY = b"(flat)"
+_NOT_FLAT = object()
+_SCALAR_KEYS = frozenset({"type", "description", "title"})
+_ROOT_WALK_KEYS = frozenset({"$ref", "anyOf", "oneOf", "allOf"})
+
+
+def _flat_plan(spec: ToolSpec) -> dict[str, Any] | None:
+    """``{parameter: the converter its text goes through, None for a string}`` when the
+    tool's schema is an object whose parameters are each described by one scalar type (and
+    words: ``description``, ``title``); None otherwise. Kept on the spec."""
+    plan = spec.part_checks.get(_FLAT_KEY)
+    if plan is None:
+        plan = _NOT_FLAT
+        schema = spec.schema
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        if isinstance(props, dict) and props and not _ROOT_WALK_KEYS & schema.keys() \
+                and schema.get("type", "object") == "object":
+            plan = {}
+            for name, sub in props.items():
+                kind = sub.get("type") if isinstance(sub, dict) else None
+                if kind not in ("string", "integer", "number", "boolean") \
+                        or not sub.keys() <= _SCALAR_KEYS:
+                    plan = _NOT_FLAT
+                    break
+                plan[name] = None if kind == "string" else _CONVERTERS[kind]
+        spec.part_checks[_FLAT_KEY] = plan
+    return None if plan is _NOT_FLAT else plan
+
+
+def _coerce_flat(arguments: Any, spec: ToolSpec, ctx: _Context) -> Any:
+    """What ``_coerce`` makes of *arguments* that do not validate, for a flat tool whose
+    arguments are all text of its own parameters (XML values, quoted numbers): each goes
+    through its type's converter, as the walk would take it (the one candidate, kept whether
+    or not it fits), without the walk's look-ups and checks. ``_NO`` for anything else."""
+    plan = _flat_plan(spec)
+    if plan is None or type(arguments) is not dict:
+        return _NO
+    for key, value in arguments.items():
+        if type(value) is not str or key not in plan:
+            return _NO
+    out: dict | None = None
+    props = spec.schema["properties"]
+    for i, (key, value) in enumerate(arguments.items()):
+        convert = plan[key]
+        new = value
+        if convert is not None:  # else a string parameter: text fits as it is
+            repairs: list[str] = []
+            new = convert(value, props[key], ctx, repairs)
+            if new is _NO:
+                new = value
+            else:
+                ctx.note_all(repairs)
+        if out is None and new is not value:
+            out = dict(list(arguments.items())[:i])
+        if out is not None:
+            out[key] = new
+    return arguments if out is None else out
 
 
 # --- the coercion walk ------------------------------------------------------------------
