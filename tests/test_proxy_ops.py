@@ -289,6 +289,41 @@ def test_heartbeats_keep_a_stream_alive_while_a_block_is_pending(proxy, upstream
     assert lines.index(": keep-alive") < first_call
 
 
+def test_streams_whose_upstream_falls_silent_are_cut_at_the_deadline_all_of_them(
+        upstream) -> None:
+    # Half of each stream arrives, then nothing (the gate stays shut): only the deadline's
+    # poke of the relay's read ends them; the heartbeat is set far beyond it.
+    # (The deadline outlasts the wait for upstream's first bytes on a busy machine: a stream
+    # must have begun for its read to be cut.)
+    srv = ServeProcess("--upstream", upstream.url, "--workers", "1", "--request-deadline-s",
+                       "4", "--heartbeat-s", "600").start()
+    upstream.gate.clear()
+    results: list[list[str]] = []
+
+    def one() -> None:
+        with httpx.stream("POST", srv.url + "/v1/chat/completions", json={
+                "model": "m", "messages": ask("gated:hermes_broken"), "tools": TOOLS,
+                "stream": True}, timeout=60) as response:
+            results.append([line for line in response.iter_lines() if line])
+
+    try:
+        threads = [threading.Thread(target=one) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(90)
+    finally:
+        upstream.gate.set()
+        srv.stop()
+    assert len(results) == 16
+    for lines in results:
+        assert lines[-1] == "data: [DONE]" and ": keep-alive" not in lines
+        chunks = events(lines)
+        assert [c["error"]["code"] for c in chunks if "error" in c] == ["upstream_deadline"]
+        assert not any(t for c in chunks for ch in c.get("choices", [])
+                       for t in ch["delta"].get("tool_calls") or [])  # the call was cut
+
+
 def test_tools_the_codec_refuses_are_a_400_before_going_upstream(proxy, upstream) -> None:
     bad = [{"type": "function", "function": {"name": "x", "parameters": {"type": 5}}}]
     httpx.post(proxy.url + "/v1/chat/completions", json={"model": "m", "messages": ask("prose")})
