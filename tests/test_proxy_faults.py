@@ -153,6 +153,28 @@ def test_a_whole_answer_to_a_stream_request_that_cannot_be_read_is_an_error(body
         raw.stop()
 
 
+def test_a_whole_answer_to_a_stream_request_near_the_body_limit_is_read(upstream) -> None:
+    # Its declared length and its parts are one size, counted once: more than half the
+    # limit is no reason to refuse it.
+    body = json.dumps({"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+                       "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                           "role": "assistant", "content": "w" * 700}}]}).encode()
+    assert 512 < len(body) <= 1024
+    answer = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+              b"content-length: %d\r\n\r\n%s" % (len(body), body))
+    raw = RawUpstream(answer).start()
+    srv = ServeProcess("--upstream", raw.url, "--workers", "1", "--timeout-ms", "2000",
+                       "--max-upstream-body", "1024").start()
+    try:
+        events = sse(srv, "any")
+        assert [e for e in events if "error" in e] == []
+        assert "".join(d.get("content") or "" for d in deltas(events)) == "w" * 700
+        assert [f["choices"][0]["finish_reason"] for f in finals(events)] == ["stop"]
+    finally:
+        srv.stop()
+        raw.stop()
+
+
 # -- truncation from usage -----------------------------------------------------------------
 
 

@@ -400,18 +400,18 @@ class _WholeBody:
     """A whole JSON answer to a stream request: relayed as the stream it stands for (decoded
     like any), or an error if it is no chat completion."""
 
-    __slots__ = ("limit", "parts", "size")
+    __slots__ = ("limit", "parts", "size", "declared")
 
     def __init__(self, response: Response, limit: int) -> None:
-        self.limit, self.parts = limit, []
+        self.limit, self.parts, self.size = limit, [], 0  # size: the bytes read
         declared = response.headers.get("content-length", "")
-        self.size = int(declared) if declared.isdigit() else 0  # over the limit: refused
+        self.declared = int(declared) if declared.isdigit() else 0  # over the limit: refused
 
     def chunks(self, part: bytes) -> tuple[list[dict[str, Any]], tuple[str, str] | None, bool]:
         if part:
             self.parts.append(part)
             self.size += len(part)
-        if self.size > self.limit:  # declared, or read
+        if self._too_large():
             return [], self._unread(UpstreamError.__name__), False
         if part:
             return [], None, False
@@ -428,8 +428,11 @@ class _WholeBody:
     def broken(self, exc: HTTPError) -> tuple[str, str]:
         return self._unread(type(exc).__name__)
 
+    def _too_large(self) -> bool:
+        return max(self.size, self.declared) > self.limit
+
     def _unread(self, why: str) -> tuple[str, str]:
-        code = "upstream_too_large" if self.size > self.limit else "upstream_bad_chunk"
+        code = "upstream_too_large" if self._too_large() else "upstream_bad_chunk"
         return code, ("the model server answered the stream request with a body that could "
                       f"not be read as JSON ({why})")
 
