@@ -132,47 +132,44 @@ def test_json_that_is_no_chat_completion_to_a_stream_request_is_an_error(proxy) 
     assert [e["error"]["code"] for e in events if "error" in e] == ["bad_upstream"]
 
 
-@pytest.mark.parametrize(("body", "code"), [
-    (b'{"choices": [{"message": {"content": "cut', "upstream_bad_chunk"),
-    (b'{"choices": [{"message": {"content": "' + b"x" * 2000 + b'"}}]}', "upstream_too_large"),
-])
-def test_a_whole_answer_to_a_stream_request_that_cannot_be_read_is_an_error(body, code) -> None:
+def _whole_answer_streamed(body: bytes) -> list[dict]:
+    """The proxy's stream (``--max-upstream-body 1024``) for an upstream that answers the
+    stream request with *body* as a whole JSON answer, its content-length declared."""
     answer = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
               b"content-length: %d\r\n\r\n%s" % (len(body), body))
     raw = RawUpstream(answer).start()
     srv = ServeProcess("--upstream", raw.url, "--workers", "1", "--timeout-ms", "2000",
                        "--max-upstream-body", "1024").start()
     try:
-        events = sse(srv, "any")
-        assert [e["error"]["code"] for e in events if "error" in e] == [code]
-        assert "could not be read as JSON" in [e for e in events if "error" in e][0][
-            "error"]["message"]
-        assert [f["choices"][0]["finish_reason"] for f in finals(events)] == ["length"]
+        return sse(srv, "any")
     finally:
         srv.stop()
         raw.stop()
 
 
-def test_a_whole_answer_to_a_stream_request_near_the_body_limit_is_read(upstream) -> None:
+@pytest.mark.parametrize(("body", "code"), [
+    (b'{"choices": [{"message": {"content": "cut', "upstream_bad_chunk"),
+    (b'{"choices": [{"message": {"content": "' + b"x" * 2000 + b'"}}]}', "upstream_too_large"),
+])
+def test_a_whole_answer_to_a_stream_request_that_cannot_be_read_is_an_error(body, code) -> None:
+    events = _whole_answer_streamed(body)
+    assert [e["error"]["code"] for e in events if "error" in e] == [code]
+    assert "could not be read as JSON" in [e for e in events if "error" in e][0][
+        "error"]["message"]
+    assert [f["choices"][0]["finish_reason"] for f in finals(events)] == ["length"]
+
+
+def test_a_whole_answer_to_a_stream_request_near_the_body_limit_is_read() -> None:
     # Its declared length and its parts are one size, counted once: more than half the
     # limit is no reason to refuse it.
     body = json.dumps({"id": "x", "object": "chat.completion", "created": 1, "model": "m",
                        "choices": [{"index": 0, "finish_reason": "stop", "message": {
                            "role": "assistant", "content": "w" * 700}}]}).encode()
     assert 512 < len(body) <= 1024
-    answer = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-              b"content-length: %d\r\n\r\n%s" % (len(body), body))
-    raw = RawUpstream(answer).start()
-    srv = ServeProcess("--upstream", raw.url, "--workers", "1", "--timeout-ms", "2000",
-                       "--max-upstream-body", "1024").start()
-    try:
-        events = sse(srv, "any")
-        assert [e for e in events if "error" in e] == []
-        assert "".join(d.get("content") or "" for d in deltas(events)) == "w" * 700
-        assert [f["choices"][0]["finish_reason"] for f in finals(events)] == ["stop"]
-    finally:
-        srv.stop()
-        raw.stop()
+    events = _whole_answer_streamed(body)
+    assert [e for e in events if "error" in e] == []
+    assert "".join(d.get("content") or "" for d in deltas(events)) == "w" * 700
+    assert [f["choices"][0]["finish_reason"] for f in finals(events)] == ["stop"]
 
 
 # -- truncation from usage -----------------------------------------------------------------
