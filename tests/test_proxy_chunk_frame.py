@@ -1,0 +1,119 @@
+"""Reading an upstream content delta by its frame (``toolcodec.pool.proxy.chunk_frame``): a
+line read that way is exactly the chunk the full parse reads, and any other line is left to
+the full parse."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+from toolcodec.pool.proxy.chunk_frame import ContentFrame
+
+HEAD = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 7, "model": "m",
+        "system_fingerprint": "fp_1"}
+
+
+def _chunk(text: str, **choice_extra) -> dict:
+    choice = {"index": 0, "delta": {"content": text}, "finish_reason": None, **choice_extra}
+    return {**HEAD, "choices": [choice]}
+
+
+# The ways a server may write the same chunk: compact, spaced, ASCII-escaped, keys reordered.
+WRITERS = [
+    orjson.dumps,
+    lambda c: json.dumps(c).encode(),
+    lambda c: json.dumps(c, ensure_ascii=False, separators=(",", ":")).encode(),
+    lambda c: json.dumps(dict(reversed(list(c.items())))).encode(),
+    lambda c: json.dumps(c, indent=None, separators=(" , ", " : ")).encode(),
+]
+TEXTS = st.text(max_size=12) | st.sampled_from(
+    ['"', "\\", '","finish_reason":"stop"', "\u2028", "é", "😀", '"content":"x"', ""])
+
+
+@given(st.sampled_from(WRITERS), TEXTS, TEXTS)
+def test_a_line_read_by_its_frame_is_the_chunk_the_parse_reads(write, first, other) -> None:
+    frame = ContentFrame.learn(write(_chunk(first)), _chunk(first))
+    assert frame is not None
+    line = write(_chunk(other))
+    assert frame.text(line) == other
+    assert orjson.loads(line) == _chunk(other)
+
+
+HEAD_CHANGES = [
+    lambda c: c.update(id="chatcmpl-2"),
+    lambda c: c.update(model="m2"),
+    lambda c: c.update(created=8),
+    lambda c: c.update(system_fingerprint="fp_2"),
+]
+SHAPE_CHANGES = [
+    lambda c: c.update(usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}),
+    lambda c: c["choices"][0].update(finish_reason="stop"),
+    lambda c: c["choices"][0].update(index=1),
+    lambda c: c["choices"][0].update(logprobs={"content": [], "refusal": None}),
+    lambda c: c["choices"][0]["delta"].update(role="assistant"),
+    lambda c: c["choices"][0]["delta"].update(content=None),
+    lambda c: c["choices"][0]["delta"].update(content=7),
+    lambda c: c["choices"].append({"index": 1, "delta": {"content": "b"}, "finish_reason": None}),
+]
+CHANGES = HEAD_CHANGES + SHAPE_CHANGES
+
+
+@given(st.sampled_from(WRITERS), TEXTS, TEXTS, st.sampled_from(CHANGES))
+def test_a_chunk_that_differs_in_more_than_its_text_is_not_read_by_the_frame(
+        write, first, other, change) -> None:
+    frame = ContentFrame.learn(write(_chunk(first)), _chunk(first))
+    assert frame is not None
+    changed = _chunk(other)
+    change(changed)
+    line = write(changed)
+    text = frame.text(line)
+    # Either left to the parse, or (a change that writes the same bytes) exactly the parse.
+    assert text is None or orjson.loads(line) == _chunk(text)
+    assert text is None  # every change above shows in the bytes
+
+
+def test_no_frame_for_a_chunk_that_is_not_choice_zeros_text_alone() -> None:
+    for change in SHAPE_CHANGES:
+        chunk = _chunk("a")
+        change(chunk)
+        assert ContentFrame.learn(orjson.dumps(chunk), chunk) is None
+
+
+def test_a_frame_is_checked_when_learned() -> None:
+    # The text's key inside another string: the first '"content":' is not the delta's.
+    chunk = {**_chunk("a"), "id": 'x\\"content":"y'}
+    line = orjson.dumps(chunk)
+    frame = ContentFrame.learn(line, chunk)
+    assert frame is None or frame.text(line) == "a"
+    # Bytes the frame's parse does not read as this chunk: no frame.
+    assert ContentFrame.learn(orjson.dumps(_chunk("a")), _chunk("b")) is None
+
+
+def test_bytes_that_are_not_utf8_are_left_to_the_parse() -> None:
+    frame = ContentFrame.learn(orjson.dumps(_chunk("a")), _chunk("a"))
+    assert frame is not None
+    line = orjson.dumps(_chunk("b")).replace(b'"b"', b'"\xff"')
+    assert frame.text(line) is None
+
+
+@given(st.sampled_from(WRITERS), TEXTS, st.data())
+def test_whatever_bytes_come_a_text_read_by_the_frame_is_what_the_parse_reads(
+        write, first, data) -> None:
+    frame = ContentFrame.learn(write(_chunk(first)), _chunk(first))
+    assert frame is not None
+    line = bytearray(write(_chunk(data.draw(TEXTS))))
+    for _ in range(data.draw(st.integers(1, 3))):  # bytes changed, dropped or added anywhere
+        at = data.draw(st.integers(0, len(line)))
+        byte = data.draw(st.sampled_from(b'"\\:,{}[] 0an\xff'))
+        how = data.draw(st.sampled_from(["put", "drop", "add"]))
+        if how == "add" or at == len(line):
+            line.insert(at, byte)
+        elif how == "put":
+            line[at] = byte
+        else:
+            del line[at]
+    text = frame.text(bytes(line))
+    if text is not None:
+        assert orjson.loads(bytes(line)) == _chunk(text)
