@@ -120,10 +120,18 @@ async def _send_stream(relay: Any, receive: Receive, send: Send) -> None:
             extra[UNDECODED_HEADER] = str(undecoded[0].get("code") or undecoded[0].get("status"))
         await send({"type": "http.response.start", "status": 200,
                     "headers": [*_SSE_TYPE, *asgi_headers(extra)]})
-        await send({"type": "http.response.body", "body": first, "more_body": True})
-        async for part in parts:
-            await send({"type": "http.response.body", "body": part, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
+        # A relay that says which bytes are its last (``last``) has them leave with the end
+        # of the body: one write, not two.
+        more = not getattr(relay, "last", False)
+        await send({"type": "http.response.body", "body": first, "more_body": more})
+        while more:
+            try:
+                part = await anext(parts)
+            except StopAsyncIteration:
+                await send({"type": "http.response.body", "body": b""})
+                break
+            more = not getattr(relay, "last", False)
+            await send({"type": "http.response.body", "body": part, "more_body": more})
     except asyncio.CancelledError:
         if not watcher.done():  # cancelled from outside, not by the client going away
             raise

@@ -4,16 +4,19 @@ Every upstream chunk is fed, choice by choice (``n > 1`` streams are decoded per
 to that choice's ``PoolStream`` as it arrives; what a decoder releases goes to the client at once,
 as ``chat.completion.chunk`` deltas (``toolcodec.decoding.openai_chunks.ChunkWriter``) that keep the
 upstream's ``id``, ``model``, ``created`` and ``system_fingerprint``, and carry the ``logprobs`` of
-the upstream chunks that produced them. Upstream is read in the task that writes to the client;
-while nothing can be sent (a tool-call block is pending, upstream is slow) a timer
+the upstream chunks that produced them. Content deltas of choice 0 that differ from the chunk
+before only in their text are read from their bytes alone (``chunk_frame``), and those read
+before a write are fed to the decoder as one text. Upstream is read in the task that writes to
+the client; while nothing can be sent (a tool-call block is pending, upstream is slow) a timer
 (``toolcodec.pool.proxy.ticker``) has a ``: keep-alive`` SSE comment go out every ``heartbeat``
 seconds, and the request's overall deadline cuts a trickling upstream.
 
-The stream always ends with ``data: [DONE]``: when upstream fails mid-way (or the deadline
-passes), what the decoders still hold is released, then an error chunk is sent. Blocks the
-decoder had no capacity for are released as content and named in the final chunk's
-``toolcodec.undecoded`` (and in the ``x-toolcodec-undecoded`` header when known before the
-first byte).
+The stream always ends with ``data: [DONE]``, in one write with the final chunks (``last``
+says the bytes yielded are the stream's last, so that the end of the body joins them). When
+upstream fails mid-way (or the deadline passes), what the decoders still hold is released,
+then an error chunk is sent. Blocks the decoder had no capacity for are released as content
+and named in the final chunk's ``toolcodec.undecoded`` (and in the ``x-toolcodec-undecoded``
+header when known before the first byte).
 
 A broken stream (reset, bad framing, a chunk that is not JSON, a body that ends before the
 stream does) is a cut answer: the decoders are closed with ``length``, so a block that had
@@ -31,6 +34,7 @@ from typing import Any
 
 import orjson
 from toolcodec.decoding.openai_chunks import ChunkWriter
+from toolcodec.pool.proxy.chunk_frame import ContentFrame
 from toolcodec.pool.proxy.flags import check_forced, cut_by_usage, unrecognised
 from toolcodec.pool.proxy.http_client import HTTPError, Response
 from toolcodec.pool.proxy.message import call_id, unrepaired_natives
@@ -85,7 +89,9 @@ class Relay:
         self.choices: dict[int, _Choice] = {}
         self.failure: tuple[str, str] | None = None  # (code, message)
         self.started = False  # a byte went to the client
+        self.last = False  # the bytes just yielded are the stream's last
         self.raw = False  # no decoder could be made: the rest is relayed as it comes
+        self.body: _SSEBody | _WholeBody | None = None
 
     @property
     def undecoded(self) -> list[dict[str, Any]]:
@@ -101,12 +107,14 @@ class Relay:
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         body = _WholeBody(response, config.max_upstream_body) if kind == "application/json" \
             else _SSEBody(config.max_upstream_body)
+        self.body = body
         # Upstream is read here, in the task that writes to the client: no second task to
         # hand each delta to. While upstream is slow the ticker pokes the read (``None``):
         # a heartbeat, or the deadline.
         ticker = Ticker(loop, response.poke, config.heartbeat, self.until)
         ended = False  # upstream's stream ended as it should
         sent = False  # bytes went to the client
+        last: list[bytes] = []  # the stream's last bytes, sent with its end
         try:
             while not ended and self.failure is None:
                 if loop.time() >= self.until:
@@ -115,9 +123,11 @@ class Relay:
                     break
                 # The chunks that have arrived meanwhile (the parts read without waiting) go
                 # out together: one write, not one per chunk (upstreams send a few characters
-                # per chunk). The stream's first bytes go at once, alone: the client's time to
-                # first token is not the batch's.
+                # per chunk), and choice 0's texts read by their frame one content delta. The
+                # stream's first bytes go at once, alone: the client's time to first token is
+                # not the batch's.
                 out: list[bytes] = []
+                texts: list[str] = []  # choice 0's, not yet fed to its decoder
                 part: bytes | None = b""
                 turned = False  # the loop has turned once for this write
                 while True:
@@ -135,8 +145,21 @@ class Relay:
                     if chunks:
                         ticker.last = loop.time()
                     for chunk in chunks:
+                        if type(chunk) is str:
+                            texts.append(chunk)
+                            continue
+                        if texts:  # in the order they came
+                            out += await self._texts(texts)
+                            texts = []
                         out += await self._chunk(chunk)
                         if out and not sent:
+                            sent = True
+                            yield b"".join(out)
+                            out = []
+                    if texts and not sent:
+                        out += await self._texts(texts)
+                        texts = []
+                        if out:
                             sent = True
                             yield b"".join(out)
                             out = []
@@ -145,13 +168,17 @@ class Relay:
                     if not response.arrived():
                         # One turn of the loop before the write: what arrives meanwhile joins
                         # it (a write costs the serving process about ten times the turn).
-                        if not out or turned:
+                        if not (out or texts) or turned:
                             break
                         turned = True
                         await asyncio.sleep(0)
                         if not response.arrived():
                             break
-                if out:
+                if texts:
+                    out += await self._texts(texts)
+                if out and (ended or self.failure is not None):
+                    last = out  # goes with the end of the stream, in one write
+                elif out:
                     sent = True
                     yield b"".join(out)
                 if part is None and loop.time() < self.until:
@@ -159,11 +186,18 @@ class Relay:
         finally:
             ticker.stop()
             await response.aclose(linger=_DONE_LINGER if ended else 0.0)
-        for out in await self._close():
-            yield out
-        yield DONE
+        last += await self._close()
+        last.append(DONE)
+        self.last = True
+        yield b"".join(last)
 
     # -- chunks -----------------------------------------------------------------------------
+
+    async def _texts(self, texts: list[str]) -> list[bytes]:
+        """Choice 0's texts read by their frame (see ``_SSEBody``), fed as one."""
+        state = self.choices[0]  # made by the chunk the frame was learned from
+        return self._out(state, await state.decoder.feed(
+            texts[0] if len(texts) == 1 else "".join(texts)))
 
     async def _chunk(self, chunk: dict[str, Any]) -> list[bytes]:
         if not self.prepared.decode or self.raw:  # tool_choice "none": relayed as written
@@ -181,6 +215,8 @@ class Relay:
             state = self._choice(index if isinstance(index, int) else 0)
             if state is None:  # no decoder (checked before upstream, so never in practice)
                 self.raw = True
+                if isinstance(self.body, _SSEBody):
+                    self.body.frames, self.body.frame = False, None
                 return out + [_sse(chunk)]
             if isinstance(choice.get("logprobs"), dict):
                 state.logprobs.append(choice["logprobs"])
@@ -211,6 +247,8 @@ class Relay:
             if decoder is None:
                 return None
             state = self.choices[index] = _Choice(index, decoder, self.head, self.nonce)
+            if index == 0 and isinstance(self.body, _SSEBody):
+                self.body.frames = True  # choice 0's text deltas can come as text alone
         return state
 
     def _out(self, state: _Choice, events: list[dict[str, Any]]) -> list[bytes]:
@@ -357,21 +395,33 @@ def _finishes(chunk: dict[str, Any]) -> bool:
 
 
 class _SSEBody:
-    """An SSE body's chunks, part by part as it arrives."""
+    """An SSE body's chunks, part by part as it arrives. With *frames*, a content delta that
+    differs from the chunk before only in its text comes as that text alone (a ``str``: the
+    text of choice 0; see ``toolcodec.pool.proxy.chunk_frame``): the relay turns *frames* on
+    once choice 0 has a decoder."""
 
-    __slots__ = ("lines", "finished")
+    __slots__ = ("lines", "finished", "frames", "frame")
 
     def __init__(self, limit: int) -> None:
         self.lines = SSELines(limit)
         self.finished = False  # a chunk had a finish_reason
+        self.frames = False
+        self.frame: ContentFrame | None = None  # that of the last chunk parsed
 
-    def chunks(self, part: bytes) -> tuple[list[dict[str, Any]], tuple[str, str] | None, bool]:
+    def chunks(self, part: bytes
+               ) -> tuple[list[dict[str, Any] | str], tuple[str, str] | None, bool]:
         """(the chunks *part* completes, the failure it shows, whether the stream ended as it
         should); ``b""`` is the body's end. ``UpstreamError`` for a line over the limit."""
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, Any] | str] = []
+        frame = self.frame
         for data in self.lines.feed(part) if part else self.lines.end():
             if not data:
                 continue
+            if frame is not None:
+                text = frame.text(data)
+                if text is not None:
+                    out.append(text)
+                    continue
             if data == b"[DONE]":
                 return out, None, True
             try:
@@ -382,6 +432,8 @@ class _SSEBody:
             if isinstance(chunk, dict):
                 self.finished = self.finished or _finishes(chunk)
                 out.append(chunk)
+                if self.frames:  # the next chunk is read against this one's
+                    frame = self.frame = ContentFrame.learn(data, chunk)
         if part:
             return out, None, False
         if self.finished:
