@@ -15,7 +15,7 @@ from toolcodec.pool import Pool
 from toolcodec.pool.proxy.chat import ChatProxy, ProxyConfig, _Seen
 from toolcodec.pool.proxy.demo_upstream import deltas, finish_reason
 from toolcodec.pool.proxy.endpoint import _send_stream
-from toolcodec.pool.proxy.stream import DONE, Relay
+from toolcodec.pool.proxy.stream import DONE, Relay, _SSEBody
 
 from tests.upstream_standin import CASES, TOOLS
 
@@ -171,3 +171,20 @@ def test_the_last_bytes_leave_with_the_end_of_the_body(proxy) -> None:
     assert [m["more_body"] for m in bodies] == [True] * (len(bodies) - 1) + [False]
     assert bodies[-1]["body"].endswith(DONE)
     assert all(m["body"] for m in bodies)  # no empty write for the end alone
+
+
+def _body_items(chunks: list[dict]) -> tuple[list, bool]:
+    body = _SSEBody(1 << 20)
+    body.frames = True  # as the relay has it once choice 0 has a decoder
+    items, _, _ = body.chunks(b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks))
+    return items, body.frames
+
+
+def test_a_one_choice_stream_is_read_by_frames_and_interleaved_choices_stop_trying() -> None:
+    one = _sse("prose", random.Random(2))
+    items, learning = _body_items(one)
+    assert learning and sum(type(i) is str for i in items) > len(one) // 2
+    # Two choices interleaved: each frame is dropped unused; learning stops after a few.
+    two = [dict(c, choices=[dict(c["choices"][0], index=n)]) for c in one for n in (0, 1)]
+    items, learning = _body_items(two)
+    assert not learning and all(type(i) is dict for i in items)

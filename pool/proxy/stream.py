@@ -47,6 +47,7 @@ HEARTBEAT = b": keep-alive\n\n"
 # After upstream's [DONE] the end of its body is due at once: waited for this long (in the
 # background) so that the connection can be reused rather than closed.
 _DONE_LINGER = 1.0
+_UNUSED_FRAMES = 8  # see _SSEBody
 
 
 def _sse(body: dict[str, Any]) -> bytes:
@@ -400,13 +401,16 @@ class _SSEBody:
     text of choice 0; see ``toolcodec.pool.proxy.chunk_frame``): the relay turns *frames* on
     once choice 0 has a decoder."""
 
-    __slots__ = ("lines", "finished", "frames", "frame")
+    __slots__ = ("lines", "finished", "frames", "frame", "used", "unused")
 
     def __init__(self, limit: int) -> None:
         self.lines = SSELines(limit)
         self.finished = False  # a chunk had a finish_reason
         self.frames = False
         self.frame: ContentFrame | None = None  # that of the last chunk parsed
+        # Frames learned and dropped before they read a line (choices interleaved, n > 1):
+        # after _UNUSED_FRAMES of them none is learned, as learning costs more than a parse.
+        self.used, self.unused = False, 0
 
     def chunks(self, part: bytes
                ) -> tuple[list[dict[str, Any] | str], tuple[str, str] | None, bool]:
@@ -421,6 +425,7 @@ class _SSEBody:
                 text = frame.text(data)
                 if text is not None:
                     out.append(text)
+                    self.used = True
                     continue
             if data == b"[DONE]":
                 return out, None, True
@@ -433,7 +438,7 @@ class _SSEBody:
                 self.finished = self.finished or _finishes(chunk)
                 out.append(chunk)
                 if self.frames:  # the next chunk is read against this one's
-                    frame = self.frame = ContentFrame.learn(data, chunk)
+                    frame = self._learn(data, chunk)
         if part:
             return out, None, False
         if self.finished:
@@ -441,6 +446,15 @@ class _SSEBody:
         # the body ended cleanly, but the stream had not: neither [DONE] nor a finish_reason
         return out, ("upstream_stream_broken", "the model server's stream ended without a "
                      "finish_reason or [DONE]"), False
+
+    def _learn(self, data: bytes, chunk: dict[str, Any]) -> ContentFrame | None:
+        if self.frame is not None and not self.used:
+            self.unused += 1
+            if self.unused >= _UNUSED_FRAMES:
+                self.frames = False
+        self.used = False
+        self.frame = ContentFrame.learn(data, chunk) if self.frames else None
+        return self.frame
 
     @staticmethod
     def broken(exc: HTTPError) -> tuple[str, str]:
