@@ -89,6 +89,16 @@ def test_a_frame_is_checked_when_learned() -> None:
     assert frame is None or frame.text(line) == "a"
     # Bytes the frame's parse does not read as this chunk: no frame.
     assert ContentFrame.learn(orjson.dumps(_chunk("a")), _chunk("b")) is None
+    # Another "content" of the same (empty) value before the delta's: the frame, if any,
+    # reads the delta's text, never the other one.
+    for text in ("", "a"):
+        chunk = {**_chunk(text), "extra": {"content": text}}
+        chunk = {"extra": chunk.pop("extra"), **chunk}
+        frame = ContentFrame.learn(orjson.dumps(chunk), chunk)
+        other = {**chunk, "extra": {"content": "zz"}}
+        assert frame is None or frame.text(orjson.dumps(other)) is None
+        moved = {**chunk, "choices": [{**chunk["choices"][0], "delta": {"content": "b"}}]}
+        assert frame is None or frame.text(orjson.dumps(moved)) == "b"
 
 
 def test_bytes_that_are_not_utf8_are_left_to_the_parse() -> None:

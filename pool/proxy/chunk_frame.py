@@ -7,10 +7,11 @@ before its text and after it. A later line that starts and ends with those bytes
 JSON string between them, is that chunk with another text; its text is all that is read. Any
 other line is parsed as usual (and replaces or drops the frame, see ``_SSEBody``).
 
-Sound because a frame is checked when it is learned: the line with its text replaced by
-``""`` must parse to the chunk with ``""`` as its text, so the span taken for the text was that
-one string token, and any other string token there stands at the same place in the same
-structure.
+Sound because a frame is checked when it is learned: the span taken for the text must read
+as the chunk's text, and the line with another text there (``""``, or ``" "`` when the text is
+empty) must parse to the chunk with that text. Another string of the same value elsewhere in
+the chunk cannot pass both, so the span is the delta's text, one string token, and any other
+string token there stands at the same place in the same structure.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ class ContentFrame:
         if token is None:
             return None
         frame = cls(data[:start], data[token.end():])
-        if frame.text(data) != delta["content"] or not frame._same_shape(chunk):
+        text = delta["content"]
+        if frame.text(data) != text or not frame._same_shape(chunk, "" if text else " "):
             return None
         return frame
 
@@ -72,11 +74,12 @@ class ContentFrame:
             return None  # e.g. bytes that are not UTF-8, or overlapping ends: the usual parse
         return text if type(text) is str else None
 
-    def _same_shape(self, chunk: dict[str, Any]) -> bool:
-        """Whether the frame around an empty text parses to *chunk* with an empty text."""
+    def _same_shape(self, chunk: dict[str, Any], probe: str) -> bool:
+        """Whether the frame around *probe* (not the chunk's own text) parses to *chunk* with
+        *probe* as its text."""
         try:
-            empty = orjson.loads(self.before + b'""' + self.after)
+            read = orjson.loads(self.before + orjson.dumps(probe) + self.after)
         except orjson.JSONDecodeError:
             return False
-        expected = {**chunk, "choices": [{**chunk["choices"][0], "delta": {"content": ""}}]}
-        return empty == expected
+        expected = {**chunk, "choices": [{**chunk["choices"][0], "delta": {"content": probe}}]}
+        return read == expected
