@@ -42,13 +42,13 @@ instead of a call, exactly as ``decode(text, finish_reason="length")`` does.
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from toolcodec.decoding import native
 from toolcodec.decoding.engine import BlockReady
 from toolcodec.decoding.unread_markup import said
 from toolcodec.results.errors import BAD_REQUEST, INTERNAL_ERROR, CodecError
+from toolcodec.results.ids import random_hex
 from toolcodec.results.result import DecodeResult, Span, encodable_result
 
 Event = dict[str, Any]
@@ -61,7 +61,7 @@ class StreamDecoder:
 
     def __init__(self, codec: Any, *, id_prefix: str | None = None) -> None:
         self.codec = codec
-        self.id_prefix = secrets.token_hex(4) + "_" if id_prefix is None else id_prefix
+        self.id_prefix = random_hex(4) + "_" if id_prefix is None else id_prefix
         self._engine = codec.engine(id_prefix=self.id_prefix)
         self._natives: dict[int, dict[str, Any]] = {}
         self._reasoning: list[str] | None = None

@@ -19,9 +19,9 @@ per second; the next line says how many were left out (``suppressed``).
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
+from toolcodec.results.ids import random_hex
 from toolcodec.worker.logs import LinesPerSecond, event
 
 log = logging.getLogger("toolcodec.proxy")
@@ -30,7 +30,7 @@ log = logging.getLogger("toolcodec.proxy")
 def request_id(headers: dict[str, str]) -> str:
     """The client's ``X-Request-Id``, else a new one."""
     given = headers.get("x-request-id")
-    return given[:128] if given else uuid.uuid4().hex
+    return given[:128] if given else random_hex(16)
 
 
 class AnswerLog:

@@ -40,7 +40,6 @@ What was not made a call (markup the decoder does not read, an undeclared tool, 
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +73,7 @@ from toolcodec.pool.proxy.upstream import (
 )
 from toolcodec.pool.service.tracing import decode_span
 from toolcodec.results.errors import ALL_CODES, BAD_REQUEST
+from toolcodec.results.ids import random_hex
 from toolcodec.schema.tools import InvalidToolsError
 
 REPORT_HEADER = "x-toolcodec-report"
@@ -370,7 +370,7 @@ class ChatProxy:
             return self._undecoded(failed[0], reports, seen)
         repairs: list[str] = []
         whats: list[str] = []
-        nonce = secrets.token_hex(8)  # call ids unique per request, whatever upstream's id
+        nonce = random_hex(8)  # call ids unique per request, whatever upstream's id
         for choice, envelope in zip(choices, envelopes, strict=True):
             result = envelope["result"]
             outcome, new = _rebuilt(choice["message"], result, nonce, choice.get("index", 0))

@@ -27,7 +27,6 @@ stream request is relayed as the stream it stands for (``whole_as_chunks``), dec
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -41,6 +40,7 @@ from toolcodec.pool.proxy.message import call_id, unrepaired_natives
 from toolcodec.pool.proxy.ticker import Ticker
 from toolcodec.pool.proxy.upstream import SSELines, UpstreamError, shape_problem
 from toolcodec.results.errors import TRUNCATED
+from toolcodec.results.ids import random_hex
 
 DONE = b"data: [DONE]\n\n"
 HEARTBEAT = b": keep-alive\n\n"
@@ -83,7 +83,7 @@ class Relay:
                  until: float, seen: Any) -> None:
         self.proxy, self.response, self.prepared = proxy, response, prepared
         self.report, self.until, self.seen = report, until, seen
-        self.nonce = secrets.token_hex(8)  # call ids unique per request
+        self.nonce = random_hex(8)  # call ids unique per request
         self.head: dict[str, Any] = {"id": "", "model": "", "created": int(time.time())}
         self.fingerprint: Any = None
         self.usage: Any = None

@@ -15,11 +15,11 @@ and the job ids.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 from typing import Any
 
+from toolcodec.results.ids import random_hex
 from toolcodec.worker.logs import MODEL, PRESET, REQUEST_ID, TRACE_ID, JobIds, event
 
 log = logging.getLogger("toolcodec.access")
@@ -71,7 +71,7 @@ def enter(scope: dict) -> tuple[dict, str, list[tuple[Any, Any]]]:
     if given is not None and _USABLE_ID.fullmatch(given):
         rid = given.decode("ascii")
     else:
-        rid = os.urandom(16).hex()
+        rid = random_hex(16)
         headers = [(k, v) for k, v in scope["headers"] if k != b"x-request-id"]
         scope = {**scope, "headers": [*headers, (b"x-request-id", rid.encode())]}
     match = _TRACEPARENT.fullmatch(trace.strip().lower()) if trace else None
