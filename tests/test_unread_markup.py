@@ -3,7 +3,12 @@ and in the stream alike; prose and code that only mention markup are not flagged
 
 from __future__ import annotations
 
+import re
+import sys
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.decoding.unread_markup import KINDS, unread_markup
 
@@ -80,3 +85,28 @@ def test_every_kind_is_in_the_bounded_set() -> None:
     texts = [*UNREAD.values(), "[TOOL_CALLS][{\"name\": \"x\"}]", "<function=f>\n<parameter=a>"]
     kinds = {f.what for t in texts for f in unread_markup(t)}
     assert kinds <= set(KINDS) and {"bracket_token", "tool_call_tag"} <= kinds
+
+
+# Pieces of every pattern's markup (and near misses), joined at random: the one-scan check
+# for what markup starts with must pass over no text any of the patterns would flag.
+_PIECES = ["<", "[", "]", "|", "｜", ">", "{", "(", "\n", " ", "`", "```", "x", "tool_call",
+           "<tool_call>", "<tool_calls>", "<tool_sep>", "<tool_use>", "<tool_code>",
+           "<function_calls>", "<function=get_weather>", "<invoke name=\"f\">", "<|", "|>",
+           "<｜", "｜>", "START_ACTION", "tool_invoke", "[TOOL_CALLS]", "[TOOL_REQUEST]",
+           "[TOOL_CALL]", "[FUNCTION_CALLS]", "[FUNCTION_CALL]", "[ARGS]", "get_weather",
+           "Tool_call", "<TOOL_CALL>", "[tool_calls]", " {\"a\": 1}", "[{", "get_weather {",
+           "get_weather\n", "f[ARGS]{", "<｜tool▁calls▁begin｜>", "<|tool_invoke|>",
+           "<｜START_ACTION｜>"]
+
+
+@settings(max_examples=400)
+@given(st.lists(st.sampled_from(_PIECES), max_size=6).map("".join))
+def test_the_quick_check_passes_over_nothing_a_pattern_flags(text: str) -> None:
+    with_check = unread_markup(text)
+    module = sys.modules[unread_markup.__module__]
+    quick = module._ANY
+    module._ANY = re.compile("")  # every text goes through the four patterns
+    try:
+        assert unread_markup(text) == with_check
+    finally:
+        module._ANY = quick

@@ -39,6 +39,9 @@ _TAG = re.compile(
     r"|invoke\s+name=\"[\w.-]+\")[^<>\n]{0,80}>"
     r"(?=\s*(?:[{\[]|<(?!/)|[A-Za-z_][\w.-]*(?:[ \t]*\n|[({<])))")
 _HUNYUAN = re.compile(r"<tool_sep>")
+# What every pattern above starts with: most content with a "<" or a "[" holds none of it,
+# and is then passed over in one scan instead of four.
+_ANY = re.compile(r"<(?:[|｜]|tool_|function|invoke)|\[(?:TOOL_|FUNCTION_CALL|ARGS\])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +56,8 @@ class Finding:
 def unread_markup(content: str) -> list[Finding]:
     """The call markup in *content* outside Markdown code, in order, at most one finding
     per kind (the first): enough to say what was seen and where it starts."""
-    if not content or ("<" not in content and "[" not in content):
+    if not content or ("<" not in content and "[" not in content) \
+            or _ANY.search(content) is None:
         return []
     code = [(m.start(), m.end()) for m in _CODE.finditer(content)] if "`" in content else []
     found: dict[str, Finding] = {}
