@@ -82,9 +82,11 @@ class Inline:
         payload's tools and options, not looked up again; ``size``: what the payload counts
         without its tools, when the caller counted it (``toolcodec.pool.door.rest_size``)."""
         if op not in OPS or not isinstance(payload, dict) \
-                or not (self._small(payload) if size is None else size <= self.max_chars) \
-                or any(key.startswith("_") for key in payload):  # fault injection: a worker's
+                or not (self._small(payload) if size is None else size <= self.max_chars):
             return None
+        for key in payload:
+            if isinstance(key, str) and key[:1] == "_":  # fault injection: a worker's
+                return None
         if codec is not None:
             return codec
         codec = ready_here(payload, self.ceiling)
