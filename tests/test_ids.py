@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 
 import pytest
@@ -32,3 +33,17 @@ def test_a_forked_child_does_not_repeat_its_parents_ids() -> None:
     child = os.read(read, 1024).decode().split()
     os.close(read)
     assert len(child) == 4 and not set(child) & set(parent)
+
+
+def test_seeding_the_shared_generator_does_not_repeat_ids() -> None:
+    # An application may seed random's shared generator in every process it starts (for
+    # reproducible sampling); its processes must still hand out different ids.
+    state = random.getstate()
+    try:
+        random.seed(1234)
+        first = [random_hex(8) for _ in range(4)]
+        random.seed(1234)
+        again = [random_hex(8) for _ in range(4)]
+    finally:
+        random.setstate(state)
+    assert not set(first) & set(again)

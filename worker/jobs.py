@@ -117,7 +117,8 @@ def _check_fields(op: str, payload: dict) -> None:
     """Refuse a field the op does not read, the same way for every op: a misspelt field
     (``"tool"`` for ``"tools"``) must not pass silently."""
     allowed = PAYLOAD_FIELDS.get(op)
-    if allowed is None or allowed.issuperset(payload):  # fault-injection ops take what they take
+    # fault-injection ops take what they take; most payloads hold only allowed fields
+    if allowed is None or allowed.issuperset(payload):
         return
     unknown = sorted(k for k in payload if k not in allowed)
     if unknown:
