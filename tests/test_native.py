@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from toolcodec import errors
+from toolcodec.decoding.blocks import _merged_objects
 from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.decoding.native import read_message
+from toolcodec.decoding.unread_markup import said
+from toolcodec.results.result import encodable_result
 
 from tests.test_decode import TOOLS, calls, codes, hermes
 
@@ -129,3 +134,51 @@ def test_native_with_json_call_in_content_flags_mixed(tc):
                   content='{"name": "get_weather", "arguments": {"city": "B"}}')
     r = tc.decode(msg)
     assert calls(r) == [("get_weather", {"city": "A"})] and "gate.mixed_formats" in r.repairs
+
+
+# -- the short ways: native calls without content, arguments that are one JSON text ----------
+
+_ARGUMENTS = ['{"city": "Oslo"}', '{"city": "Oslo", "unit": "celsius"}', '{"city": 5}',
+              '{"hour": "6", "enabled": "false"}', '{"hour": 6}', '{"city": "Oslo"',
+              "{'city': 'Oslo'}", '{"city": "Oslo",}', '{"city": "Oslo"}{"city": "Bern"}',
+              '{"hour": 6} {"hour": 7}', '[1, 2]', '"Oslo"', "", "null", "{}",
+              '{"city": "\u202eOslo"}', {"city": "Oslo"}, {"hour": 7}, None]
+
+
+def _engine_read(codec: ToolCallCodec, message: dict, finish_reason: str | None) -> dict:
+    """What decode answered before native calls alone skipped the engine: the content (none)
+    fed and finished, then the message's result."""
+    msg = read_message(message)
+    eng = codec.engine(native=msg.has_calls)
+    if msg.reasoning and msg.reasoning.strip():
+        eng.current = None
+    eng.feed(msg.content, last=True)
+    eng.finish(finish_reason)
+    return encodable_result(said(codec.message_result(eng, msg), finish_reason)).to_dict()
+
+
+@given(calls=st.lists(st.tuples(st.sampled_from(["get_weather", "set_alarm", "nope"]),
+                                st.sampled_from(_ARGUMENTS)), min_size=1, max_size=3),
+       content=st.sampled_from([None, "", []]),
+       reasoning=st.sampled_from([None, "", "Thinking."]),
+       finish_reason=st.sampled_from([None, "stop", "tool_calls", "length"]),
+       prefill=st.booleans())
+def test_native_calls_alone_decode_as_the_engine_reads_them(calls, content, reasoning,
+                                                            finish_reason, prefill) -> None:
+    codec = ToolCallCodec(TOOLS, starts_in_reasoning=prefill)
+    msg = message(*({"name": n, "arguments": a} for n, a in calls), content=content,
+                  **({"reasoning_content": reasoning} if reasoning is not None else {}))
+    assert codec.decode(msg, finish_reason=finish_reason).to_dict() == \
+        _engine_read(codec, msg, finish_reason)
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+                    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8),
+       st.sampled_from(["", " ", "\n"]))
+def test_one_json_text_is_never_objects_merged_in_a_row(value, blank) -> None:
+    # Native arguments that parse as one JSON text skip the merged-objects reading: it must
+    # have found nothing in them.
+    text = blank + orjson.dumps(value).decode() + blank
+    assert _merged_objects(text) is None

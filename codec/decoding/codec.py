@@ -227,8 +227,11 @@ class ToolCallCodec:
         if msg.reasoning and msg.reasoning.strip():  # split off upstream: content is no
             # reasoning the prompt opened (toolcodec.decoding.stream does the same)
             eng.current = None
-        eng.feed(msg.content, last=True)
-        eng.finish(finish_reason)
+        if msg.content or eng.current is not None:
+            eng.feed(msg.content, last=True)
+            eng.finish(finish_reason)
+        else:  # native calls alone (content null): no text, nothing open, nothing to read
+            eng.finish_reason = finish_reason
         return self.message_result(eng, msg)
 
     def message_result(self, eng: Any, msg: native.NativeMessage) -> DecodeResult:
@@ -264,13 +267,16 @@ class ToolCallCodec:
         if isinstance(args, str):  # the usual case: OpenAI sends arguments as JSON text
             args, changed = strip_bidi(args)
             base = ["text.bidi_removed"] if changed else []
-            merged = self.blocks.merged_calls(nc.name, args, base, "native")
-            if merged:
-                return merged, []
-            args, repairs, errors = self.blocks.parse_json(args)
-            base += repairs
-            if cut and UNCLOSED in repairs:  # arguments the end of the output cut short
-                errors = [truncated("inside this call's arguments")]
+            try:  # one JSON text, the usual case: not objects merged in a row, nothing cut
+                args = orjson.loads(args)
+            except orjson.JSONDecodeError:
+                merged = self.blocks.merged_calls(nc.name, args, base, "native")
+                if merged:
+                    return merged, []
+                args, repairs, errors = self.blocks.parse_json(args)
+                base += repairs
+                if cut and UNCLOSED in repairs:  # arguments the end of the output cut short
+                    errors = [truncated("inside this call's arguments")]
         result = None if errors else self.validate(nc.name, args)
         if result is None or not result.ok:
             raw = nc.arguments if isinstance(nc.arguments, str) else _dump(nc.arguments)
