@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolcodec import errors
 from toolcodec.decoding.codec import ToolCallCodec
+from toolcodec.decoding.prose_reader import ProseReader
 from toolcodec.repair.normalize import replace_surrogates
 
 from tests.test_decode import TOOLS
@@ -105,3 +108,41 @@ def test_one_megabyte_of_braces_completes():
     text = '{"name": ' * 120_000
     result = CODEC.decode(text)
     assert result.calls == [] and result.content == text.strip()
+
+
+# -- a JSON value in prose: read whole at C speed when the text is final ----------------------
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False)
+    | st.text(st.sampled_from('ab "\'\\{}[],:\n\u00e9'), max_size=6),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["name", "arguments", "city", "a", "b\"c"]), inner,
+                      max_size=3), max_leaves=10)
+_CALL_VALUES = st.builds(lambda name, args: {"name": name, "arguments": args},
+                         st.sampled_from(["get_weather", "set_alarm", "nope"]),
+                         st.fixed_dictionaries({}, optional={"city": st.text(max_size=4),
+                                                             "hour": st.integers(0, 30)}))
+_SPOIL = ["", "", ",", "}", "{", "'", '"', "]", "\\", "\n"]  # a value made invalid, or not
+
+
+class _NoWholeValue:
+    def raw_decode(self, text: str, at: int) -> tuple[object, int]:
+        raise ValueError("the bracket scan alone")
+
+
+@given(st.sampled_from(["", "Calling now ", "Sure: ", "x ```\n", "a [b] "]),
+       st.one_of(_JSON_VALUES, _CALL_VALUES), st.sampled_from(_SPOIL),
+       st.integers(0, 80), st.sampled_from(["", " done.", "\n[1]", " {", "```"]))
+def test_a_whole_json_value_in_prose_reads_as_the_bracket_scan_reads_it(
+        before: str, value: object, spoil: str, at: int, after: str) -> None:
+    body = orjson.dumps(value).decode()
+    at = min(at, len(body))
+    text = before + body[:at] + spoil + body[at:] + after
+    module = sys.modules[ProseReader.__module__]
+    whole = module._WHOLE_VALUE
+    read = CODEC.decode(text).to_dict()
+    module._WHOLE_VALUE = _NoWholeValue()
+    try:
+        assert CODEC.decode(text).to_dict() == read
+    finally:
+        module._WHOLE_VALUE = whole

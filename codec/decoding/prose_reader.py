@@ -8,6 +8,7 @@ A mixin of ``toolcodec.decoding.engine.Engine``: it reads and writes the engine'
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -61,6 +62,9 @@ _MARKER_HEADS2 = frozenset(m[:2] for m in CALL_MARKERS)
 _QUIET_BREAK = _heads_pattern(_BREAK_CHARS)
 _MARKER_LOUD = _heads_pattern(_MARKER_HEADS2)  # where a call marker may end a text
 _JSON_STRUCT = re.compile(r'["{}\[\]]')
+# A whole JSON value where a candidate starts ends where its brackets close: read at C speed
+# when the text is final (the stream's step-by-step scan stays linear over chunks).
+_WHOLE_VALUE = json.JSONDecoder()
 _STRING_STOP = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 _PY_STRUCT = re.compile(r'["\'{}\[\]]')
 
@@ -150,6 +154,13 @@ class ProseReader:
     def _json_extent(self, cur: OpenBlock, final: bool) -> bool:
         """Find where a JSON value (or a pythonic call list) ends: brackets outside strings."""
         text, i = self.text, cur.scan
+        if final and cur.kind == "json" and i == cur.start:
+            try:
+                end = _WHOLE_VALUE.raw_decode(text, i)[1]
+            except (ValueError, RecursionError):  # not one whole value: the scan decides
+                pass
+            else:
+                return self._decide(cur, text[cur.start:end], end, final)
         struct = _PY_STRUCT if cur.kind == "pycall" else _JSON_STRUCT
         while True:
             m = (_STRING_STOP[cur.quote] if cur.quote else struct).search(text, i)
