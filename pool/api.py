@@ -222,7 +222,8 @@ class Pool:
         tools = payload.get("tools") if codec is not None and isinstance(payload, dict) else None
         known = self._tools_size(codec, tools) if isinstance(tools, list) and tools else None
         if known is not None and isinstance(op, str):
-            rest = door.rest_size(payload, self.max_payload_chars, known)
+            settles = self._inline.max_chars if self._inline is not None else 0
+            rest = door.rest_size(payload, self.max_payload_chars, known, settles)
             if rest is not None:
                 return budget * 1000.0, None, rest
         return budget * 1000.0, door.refusal(op, payload, self.max_payload_chars, known), None

@@ -129,10 +129,22 @@ def within_given(payload: dict, max_chars: int, tools_size: int) -> bool:
     return rest_size(payload, max_chars, tools_size) is not None
 
 
-def rest_size(payload: dict, max_chars: int, tools_size: int) -> int | None:
+def rest_size(payload: dict, max_chars: int, tools_size: int, settles: int = 0) -> int | None:
     """For a payload whose ``tools`` count ``tools_size``: what its other fields count (each
     key and its value, and one for the item), if the whole is within *max_chars*; None if it
-    is over (``within_given`` is False)."""
+    is over (``within_given`` is False).
+
+    ``settles``: a caller that only asks whether the count is at most *settles* (the inline
+    jobs' bound) may get, instead of the count, a bound of it no greater than *settles*:
+    the length of those fields' JSON, encoded in C (see ``within``), which settles both
+    questions without counting."""
+    if settles:
+        try:
+            bound = len(orjson.dumps({k: v for k, v in payload.items() if k != "tools"}))
+        except TypeError:  # not JSON data: counted as it is
+            bound = settles + 1
+        if bound <= settles and bound + ("tools" in payload) * (6 + tools_size) <= max_chars:
+            return bound
     size = len(payload)
     rest = 0
     for key, value in payload.items():

@@ -124,6 +124,12 @@ def test_rest_size_is_the_inline_check_s_count_within_the_limit(rest, tools, max
         assert counted == sum(len(k) + 1 + payload_size(v, 10**9) for k, v in rest.items()
                               if k != "tools")
         assert (counted <= inline_chars) == Inline(inline_chars, None)._small(payload)
+    # asked only whether it is within the inline bound, the door may answer with a bound
+    # of the count (its JSON's length): the same answers to both questions
+    bound = rest_size(payload, max_chars, payload_size(tools, 10**9), settles=inline_chars)
+    assert (bound is None) == (counted is None)
+    if bound is not None:
+        assert bound >= counted and (bound <= inline_chars) == (counted <= inline_chars)
 
 
 def test_a_job_given_its_codec_is_refused_by_size_as_any(pool) -> None:
