@@ -44,7 +44,8 @@ from toolcodec.results.errors import BAD_REQUEST
 from toolcodec.results.limits import Limits
 from toolcodec.worker.deadlines import shed_envelope
 from toolcodec.worker.envelope import complete, error_envelope
-from toolcodec.worker.inline import build_here, ready_here, run_here
+from toolcodec.worker.inline import build_here, ready_here, run_built, run_here
+from toolcodec.worker.jobs import GIVEN_OPS
 from toolcodec.worker.metrics import Metrics
 
 BACKEND = "inline"
@@ -107,10 +108,13 @@ class Inline:
             self.run_times.shed(op)
             out = shed_envelope(op, budget_s, now - start, reserve)
         else:
-            job = {"id": f"{self._id_prefix}{next(self._ids)}", "op": op, "payload": payload,
-                   "deadline": time.time() + left}
+            job_id, deadline = f"{self._id_prefix}{next(self._ids)}", time.time() + left
             try:
-                out = run_here(job, self.ceiling, codec, json_data)
+                if json_data and codec is not None and op in GIVEN_OPS:  # made here: no dict
+                    out = run_built(op, job_id, payload, deadline, codec)
+                else:
+                    out = run_here({"id": job_id, "op": op, "payload": payload,
+                                    "deadline": deadline}, self.ceiling, codec, json_data)
             except TypeError as exc:
                 out = error_envelope(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
             if out.get("status") == "ok":

@@ -11,10 +11,11 @@ import time
 
 import pytest
 from prometheus_client import CollectorRegistry
+from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.pool import Pool
 from toolcodec.pool.inline import Inline
 from toolcodec.pool.proxy.settings import job_options
-from toolcodec.worker.inline import build_here, ready_here, run_here
+from toolcodec.worker.inline import build_here, ready_here, run_built, run_here
 
 from tests.test_equivalence import IDS, MODELS, ROWS, TOOLS, check_events, expected, model_of
 from tests.test_equivalence import pool_stream as run_pool_stream
@@ -98,6 +99,53 @@ def test_a_result_that_cannot_be_encoded_is_the_same_internal_error_run_as_it_is
     here = run_here(job, None, _Unencodable(), json_data=True)
     assert here == run_here(job, None, _Unencodable())
     assert here["error"]["code"] == "internal_error" and "t-9" in here["error"]["message"]
+    assert run_built("decode", "t-9", payload, job["deadline"], _Unencodable()) == here
+
+
+def _built(job: dict, codec) -> dict:
+    return run_built(job["op"], job["id"], job["payload"], job["deadline"], codec)
+
+
+@pytest.mark.parametrize("payload", RUN_HERE_PAYLOADS.values(), ids=RUN_HERE_PAYLOADS)
+def test_a_job_made_by_its_caller_answers_as_the_same_job_run_here(payload) -> None:
+    # run_built: the inline jobs' way for a job the pool made, its codec handed to the op.
+    build_here(payload)
+    codec = ready_here(payload)
+    job = {"id": "t-1", "op": "decode", "payload": payload, "deadline": time.time() + 60}
+    before = copy.deepcopy(payload)
+    assert _built(job, codec) == run_here(job, None, codec, json_data=True)
+    assert payload == before
+    late = {**job, "deadline": time.time() - 1}  # picked up after its deadline: not run
+    assert _built(late, codec)["status"] == "timeout"
+    assert _built(late, codec)["error"]["code"] == run_here(late, None, codec)["error"]["code"]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_a_recorded_answer_made_by_its_caller_answers_as_its_encoding_does(row) -> None:
+    payload = {"message": {"role": "assistant", "content": row["content"]}, "tools": TOOLS,
+               "options": job_options(MODELS.for_model(model_of(row)))}
+    build_here(payload)
+    codec = ready_here(payload)
+    job = {"id": "t-1", "op": "decode", "payload": payload, "deadline": time.time() + 60}
+    here = _built(job, codec)
+    assert here == run_here(job, None, codec)
+    assert here["result"] == expected(row)
+
+
+class _Slow:
+    """A codec whose decode outlasts the job's deadline."""
+
+    def decode(self, source, finish_reason=None):
+        time.sleep(0.05)
+        return ToolCallCodec(TOOLS).decode(source, finish_reason=finish_reason)
+
+
+def test_a_job_made_by_its_caller_that_ran_past_its_deadline_is_not_used() -> None:
+    job = {"id": "t-3", "op": "decode", "payload": {"text": CALL, "tools": TOOLS},
+           "deadline": time.time() + 0.01}
+    built = _built(job, _Slow())
+    assert built["status"] == "timeout" and "past its deadline" in built["error"]["message"]
+    assert built["error"]["code"] == run_here(job, None, _Slow())["error"]["code"]
 
 
 @pytest.fixture(scope="module")

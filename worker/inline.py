@@ -28,7 +28,14 @@ from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.results.limits import Limits
 from toolcodec.worker.child import answer
 from toolcodec.worker.envelope import internal_error
-from toolcodec.worker.jobs import CEILING, GIVEN_CODEC, build_codec, codec_ready, run_job
+from toolcodec.worker.jobs import (
+    CEILING,
+    GIVEN_CODEC,
+    build_codec,
+    codec_ready,
+    run_given,
+    run_job,
+)
 
 
 def run_here(job: dict, ceiling: Limits | None = None,
@@ -62,6 +69,21 @@ def _run_decoded(job: dict, ceiling: Limits | None, codec: ToolCallCodec) -> dic
     finally:
         GIVEN_CODEC.reset(given)
         CEILING.reset(token)
+    return _through_bytes(out, job)
+
+
+def run_built(op: str, job_id: str, payload: dict, deadline: float | None,
+              codec: ToolCallCodec) -> dict:
+    """``run_here`` with ``json_data`` for a job the caller made itself, well formed, of an
+    op of ``GIVEN_OPS`` (``toolcodec.worker.jobs.run_given``), with the codec ``ready_here``
+    found for its payload: the same envelope, without the job's dict, its shape checked again
+    or the context a looked-up codec needs."""
+    return _through_bytes(run_given(op, job_id, payload, deadline, codec),
+                          {"id": job_id, "op": op})
+
+
+def _through_bytes(out: dict, job: dict) -> dict:
+    """The envelope as a worker's bytes carry it."""
     try:
         return orjson.loads(orjson.dumps(out))
     except Exception as exc:  # a result that cannot be encoded, as a worker answers it

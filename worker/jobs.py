@@ -51,42 +51,67 @@ def run_job(job: dict) -> dict:
     """Run one job and return its envelope; see the module docstring for the contract."""
     op = job.get("op") if isinstance(job, dict) else None
     op_name = op if isinstance(op, str) else ""
+    try:
+        payload, deadline = _check_job(job)
+    except BadRequest as exc:
+        return _refused(op_name, exc)
     spent = [0.0]
     token = _BUILD_SPENT.set(spent)
     try:
-        payload, deadline = _check_job(job)
-        if deadline is not None and (now := time.time()) >= deadline:
-            return _late(op_name, job, now - deadline,
-                         "was picked up {ms} ms after its deadline; not run")
-        handler = _handler_for(op_name)
-        _check_fields(op_name, payload)
-        result = handler(payload)
-        # An answer finished after the deadline is not one: whether it counted would depend on
-        # how soon the caller woke (a caller on time has already answered timeout), not on
-        # the job. Building the job's codec was not parsing: the deadline moves by its time.
-        if deadline is not None and (now := time.time()) > deadline + spent[0]:
-            deadline += spent[0]
-            return _late(op_name, job, now - deadline,
-                         "ran {ms} ms past its deadline; its answer is not used")
-        return envelope(op_name, "ok", result=result)
-    except BadRequest as exc:
-        details = {"field": exc.field} if exc.field else {}
-        return error_envelope(op_name, "error", BAD_REQUEST, str(exc), **details)
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - the worker must answer, whatever the codec
-        # did; a Rust extension's PanicException is a BaseException too
-        return internal_error(job, exc)
+        return _run(op_name, job["id"], payload, deadline, None, spent)
     finally:
         _BUILD_SPENT.reset(token)
 
 
-def _late(op: str, job: dict, late_s: float, what: str) -> dict:
+def run_given(op: str, job_id: str, payload: dict, deadline: float | None,
+              codec: ToolCallCodec) -> dict:
+    """``run_job`` for a job its caller made (an id, an op of :data:`GIVEN_OPS`, a payload
+    object and a deadline: well formed, so not checked again) with the codec it found for
+    the payload (``codec_ready``): the same checks of the payload, answer and envelope, the
+    codec handed to the op instead of looked up. Nothing is built, so no build time moves
+    the deadline."""
+    return _run(op, job_id, payload, deadline, codec, None)
+
+
+def _run(op: str, job_id: str, payload: dict, deadline: float | None,
+         codec: ToolCallCodec | None, spent: list[float] | None) -> dict:
+    """A well-formed job run: its envelope, whatever happens (``run_job``'s contract)."""
+    try:
+        if deadline is not None and (now := time.time()) >= deadline:
+            return _late(op, job_id, now - deadline,
+                         "was picked up {ms} ms after its deadline; not run")
+        handler = _handler_for(op)
+        _check_fields(op, payload)
+        result = handler(payload) if codec is None else GIVEN_OPS[op](payload, codec)
+        # An answer finished after the deadline is not one: whether it counted would depend on
+        # how soon the caller woke (a caller on time has already answered timeout), not on
+        # the job. Building the job's codec was not parsing: the deadline moves by its time.
+        grace = spent[0] if spent is not None else 0.0
+        if deadline is not None and (now := time.time()) > deadline + grace:
+            deadline += grace
+            return _late(op, job_id, now - deadline,
+                         "ran {ms} ms past its deadline; its answer is not used")
+        return envelope(op, "ok", result=result)
+    except BadRequest as exc:
+        return _refused(op, exc)
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the worker must answer, whatever the codec
+        # did; a Rust extension's PanicException is a BaseException too
+        return internal_error({"id": job_id, "op": op}, exc)
+
+
+def _refused(op: str, exc: BadRequest) -> dict:
+    details = {"field": exc.field} if exc.field else {}
+    return error_envelope(op, "error", BAD_REQUEST, str(exc), **details)
+
+
+def _late(op: str, job_id: str, late_s: float, what: str) -> dict:
     """The ``timeout`` envelope of a job *late_s* seconds past its deadline; *what* says
     when, with ``{ms}`` for how late."""
     return error_envelope(op, "timeout", TIMEOUT,
-                          f"job {job['id']!r} " + what.format(ms=f"{late_s * 1000.0:.1f}"),
-                          job_id=job["id"])
+                          f"job {job_id!r} " + what.format(ms=f"{late_s * 1000.0:.1f}"),
+                          job_id=job_id)
 
 
 # -- job shape ---------------------------------------------------------------------------
@@ -150,14 +175,15 @@ def _field(payload: dict, name: str, kind: type | tuple, required: bool = True) 
 # -- ops ---------------------------------------------------------------------------------
 
 
-def _op_decode(payload: dict) -> dict:
+def _op_decode(payload: dict, codec: ToolCallCodec | None = None) -> dict:
     text, message = payload.get("text"), payload.get("message")
     if (text is None) == (message is None):
         raise BadRequest("decode needs exactly one of 'text' (string) or 'message' (object)")
     source = _field(payload, "text", str) if text is not None else _field(payload, "message", dict)
     finish_reason = _field(payload, "finish_reason", str, required=False)  # "length": cut off
-    return _codec(payload, tools_required=False).decode(
-        source, finish_reason=finish_reason).to_dict()
+    if codec is None:
+        codec = _codec(payload, tools_required=False)
+    return codec.decode(source, finish_reason=finish_reason).to_dict()
 
 
 def _op_repair(payload: dict) -> dict:
@@ -185,7 +211,7 @@ def _op_kindaxml(payload: dict) -> dict:
     return kindaxml.parse(text, config=parsed_config).to_dict()
 
 
-def _op_decode_block(payload: dict) -> dict:
+def _op_decode_block(payload: dict, codec: ToolCallCodec | None = None) -> dict:
     """One tool-call block of a stream, decoded on its own (``toolcodec.pool.stream``).
 
     ``fmt`` is the engine's block kind and ``tag`` what opened it: a tool's name, or a marker
@@ -209,7 +235,7 @@ def _op_decode_block(payload: dict) -> dict:
     delay = payload.get("_sleep_s")  # fault injection only: a slow block, for tests
     if delay is not None and os.environ.get(FAULT_ENV) == "1" and _is_number(delay):
         time.sleep(min(float(delay), 60.0))
-    c = _codec(payload, tools_required=False)
+    c = codec if codec is not None else _codec(payload, tools_required=False)
     calls, errors = c.block_calls(text, fmt, tag, bool(payload.get("closed", True)),
                                   (body[0], body[1]))
     return {"ok": not errors,
@@ -376,6 +402,9 @@ OPS: dict[str, Callable[[dict], dict]] = {
     "decode_block": _op_decode_block,
     "prepare": _op_prepare,
 }
+# The ops that take the codec their caller found for the payload (``run_given``).
+GIVEN_OPS: dict[str, Callable[..., dict]] = {"decode": _op_decode,
+                                             "decode_block": _op_decode_block}
 
 
 # The callers' ops, in the order docs list them; decode_block is the streaming pool's own.
