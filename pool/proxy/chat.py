@@ -50,6 +50,7 @@ from toolcodec import __version__
 from toolcodec.decoding.codec import codec_for
 from toolcodec.pool.model_labels import MODEL_LABEL, format_label
 from toolcodec.pool.proxy.answer_log import AnswerLog, request_id
+from toolcodec.pool.proxy.deadlines import Deadlines
 from toolcodec.pool.proxy.flags import (
     UNRECOGNISED_HEADER,
     WHAT,
@@ -184,6 +185,7 @@ class ChatProxy:
         self.models = models or ModelSettings()
         self.metrics = ProxyMetrics(registry)
         self.log = AnswerLog()
+        self.deadlines = Deadlines()  # whole answers' deadlines, on one timer
         self.http = self._connect(config.base)
         # A model's config entry may name its own model server (several upstreams).
         self.upstreams = Upstreams(self.http, config.api_key, self.models, self._connect)
@@ -323,7 +325,7 @@ class ChatProxy:
         if refused is not None:
             return refused
         try:
-            async with asyncio.timeout(self.config.deadline):
+            async with self.deadlines.scope(self.config.deadline):
                 answer = await self._post(prepared, headers)
                 if not prepared.decode:
                     self.metrics.count(False, "unchanged")
