@@ -59,6 +59,10 @@ def test_a_job_given_the_codec_found_for_it_answers_as_one_that_looks_it_up(payl
     assert run_here(job, None, codec) == run_here(job)
 
 
+def _built(job: dict, codec) -> dict:
+    return run_built(job["op"], job["id"], job["payload"], job["deadline"], codec)
+
+
 @pytest.mark.parametrize("payload", RUN_HERE_PAYLOADS.values(), ids=RUN_HERE_PAYLOADS)
 def test_a_job_of_json_data_run_as_it_is_answers_as_its_encoding_does(payload) -> None:
     # json_data: the job is not encoded (its payload is its own encoding decoded); the
@@ -67,8 +71,14 @@ def test_a_job_of_json_data_run_as_it_is_answers_as_its_encoding_does(payload) -
     codec = ready_here(payload)
     job = {"id": "t-1", "op": "decode", "payload": payload, "deadline": time.time() + 60}
     before = copy.deepcopy(payload)
-    assert run_here(job, None, codec, json_data=True) == run_here(job, None, codec)
+    here = run_here(job, None, codec, json_data=True)
+    assert here == run_here(job, None, codec)
+    # run_built: the inline jobs' way for a job the pool made, its codec handed to the op
+    assert _built(job, codec) == here
     assert payload == before
+    late = {**job, "deadline": time.time() - 1}  # picked up after its deadline: not run
+    assert _built(late, codec)["status"] == "timeout"
+    assert _built(late, codec)["error"]["code"] == run_here(late, None, codec)["error"]["code"]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
@@ -81,6 +91,7 @@ def test_a_recorded_answer_run_as_json_data_answers_as_its_encoding_does(row) ->
     here = run_here(job, None, codec, json_data=True)
     assert here == run_here(job, None, codec)
     assert here["result"] == expected(row)
+    assert _built(job, codec) == here
 
 
 class _Unencodable:
@@ -100,36 +111,6 @@ def test_a_result_that_cannot_be_encoded_is_the_same_internal_error_run_as_it_is
     assert here == run_here(job, None, _Unencodable())
     assert here["error"]["code"] == "internal_error" and "t-9" in here["error"]["message"]
     assert run_built("decode", "t-9", payload, job["deadline"], _Unencodable()) == here
-
-
-def _built(job: dict, codec) -> dict:
-    return run_built(job["op"], job["id"], job["payload"], job["deadline"], codec)
-
-
-@pytest.mark.parametrize("payload", RUN_HERE_PAYLOADS.values(), ids=RUN_HERE_PAYLOADS)
-def test_a_job_made_by_its_caller_answers_as_the_same_job_run_here(payload) -> None:
-    # run_built: the inline jobs' way for a job the pool made, its codec handed to the op.
-    build_here(payload)
-    codec = ready_here(payload)
-    job = {"id": "t-1", "op": "decode", "payload": payload, "deadline": time.time() + 60}
-    before = copy.deepcopy(payload)
-    assert _built(job, codec) == run_here(job, None, codec, json_data=True)
-    assert payload == before
-    late = {**job, "deadline": time.time() - 1}  # picked up after its deadline: not run
-    assert _built(late, codec)["status"] == "timeout"
-    assert _built(late, codec)["error"]["code"] == run_here(late, None, codec)["error"]["code"]
-
-
-@pytest.mark.parametrize("row", ROWS, ids=IDS)
-def test_a_recorded_answer_made_by_its_caller_answers_as_its_encoding_does(row) -> None:
-    payload = {"message": {"role": "assistant", "content": row["content"]}, "tools": TOOLS,
-               "options": job_options(MODELS.for_model(model_of(row)))}
-    build_here(payload)
-    codec = ready_here(payload)
-    job = {"id": "t-1", "op": "decode", "payload": payload, "deadline": time.time() + 60}
-    here = _built(job, codec)
-    assert here == run_here(job, None, codec)
-    assert here["result"] == expected(row)
 
 
 class _Slow:
