@@ -80,9 +80,10 @@ def _run(op: str, job_id: str, payload: dict, deadline: float | None,
         if deadline is not None and (now := time.time()) >= deadline:
             return _late(op, job_id, now - deadline,
                          "was picked up {ms} ms after its deadline; not run")
-        handler = _handler_for(op)
+        # run_given's op is one of GIVEN_OPS, which take the codec it found
+        handler = _handler_for(op) if codec is None else GIVEN_OPS[op]
         _check_fields(op, payload)
-        result = handler(payload) if codec is None else GIVEN_OPS[op](payload, codec)
+        result = handler(payload) if codec is None else handler(payload, codec)
         # An answer finished after the deadline is not one: whether it counted would depend on
         # how soon the caller woke (a caller on time has already answered timeout), not on
         # the job. Building the job's codec was not parsing: the deadline moves by its time.
