@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from prometheus_client import REGISTRY, CollectorRegistry, Counter
+from prometheus_client import REGISTRY, CollectorRegistry
 from toolcodec import __version__
 from toolcodec.decoding.codec import codec_for
 from toolcodec.pool.model_labels import MODEL_LABEL, format_label
@@ -72,6 +72,7 @@ from toolcodec.pool.proxy.upstream import (
     read_body,
     shape_problem,
 )
+from toolcodec.pool.service.tally import CounterTally
 from toolcodec.pool.service.tracing import decode_span
 from toolcodec.results.errors import ALL_CODES, BAD_REQUEST
 from toolcodec.results.ids import random_hex
@@ -116,63 +117,54 @@ class ProxyMetrics:
     could not repair), ``toolcodec_proxy_undecoded_total{stream, reason}`` (answers, or
     streamed blocks, the proxy had no capacity to decode: overload, timeout, worker_lost,
     error) and ``toolcodec_proxy_unrecognised_total{stream, what}`` (answers holding what was
-    not made a call, by ``flags.WHAT``)."""
+    not made a call, by ``flags.WHAT``). Counted on the serving loop, in tallies
+    (``toolcodec.pool.service.tally``)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         registry = REGISTRY if registry is None else registry
-        self.requests = Counter("toolcodec_proxy_requests_total",
-                                "Proxied chat completions by stream mode and outcome "
-                                "(repaired, unchanged, model_error, undecoded, "
-                                "upstream_error, bad_request), model (the config entry "
-                                "matched, the default preset, or other) and format (of "
-                                "the first call; none).",
-                                ["stream", "outcome", "model", "format"], registry=registry)
-        self.model_errors = Counter("toolcodec_proxy_model_errors_total",
-                                    "Errors in model output the proxy could not repair, by "
-                                    "code, model and format.",
-                                    ["code", "model", "format"], registry=registry)
-        self.undecoded = Counter("toolcodec_proxy_undecoded_total",
-                                 "Answers (streams: blocks) the proxy could not decode for lack "
-                                 "of capacity, by reason (overload, timeout, worker_lost, error).",
-                                 ["stream", "reason"], registry=registry)
-        self.unrecognised = Counter("toolcodec_proxy_unrecognised_total",
-                                    "Answers holding what was not made a call, by what was seen: "
-                                    "call markup the decoder does not read (its family), a call "
-                                    "to an undeclared tool, a forced tool_choice not met.",
-                                    ["stream", "what"], registry=registry)
+        self.requests = CounterTally("toolcodec_proxy_requests_total",
+                                     "Proxied chat completions by stream mode and outcome "
+                                     "(repaired, unchanged, model_error, undecoded, "
+                                     "upstream_error, bad_request), model (the config entry "
+                                     "matched, the default preset, or other) and format (of "
+                                     "the first call; none).",
+                                     ["stream", "outcome", "model", "format"], registry)
+        self.model_errors = CounterTally("toolcodec_proxy_model_errors_total",
+                                         "Errors in model output the proxy could not repair, "
+                                         "by code, model and format.",
+                                         ["code", "model", "format"], registry)
+        self.undecoded = CounterTally("toolcodec_proxy_undecoded_total",
+                                      "Answers (streams: blocks) the proxy could not decode for "
+                                      "lack of capacity, by reason (overload, timeout, "
+                                      "worker_lost, error).", ["stream", "reason"], registry)
+        self.unrecognised = CounterTally("toolcodec_proxy_unrecognised_total",
+                                         "Answers holding what was not made a call, by what was "
+                                         "seen: call markup the decoder does not read (its "
+                                         "family), a call to an undeclared tool, a forced "
+                                         "tool_choice not met.", ["stream", "what"], registry)
         for stream in ("true", "false"):  # at 0 from the start, for rules and panels
             for what in WHAT:
-                self.unrecognised.labels(stream, what)
-
-        # Each request counts once: children kept here, not looked up by label values again.
-        self._request_counts: dict[tuple[bool, str, str, str], Any] = {}
-        self._error_counts: dict[tuple[Any, str, str], Any] = {}
+                self.unrecognised.prime((stream, what))
 
     def count(self, stream: bool, outcome: str, result: dict[str, Any] | None = None) -> None:
         # model: the request's, noted where its options were resolved (bounded labels)
         model, fmt = MODEL_LABEL.get(), format_label(result)
-        child = self._request_counts.get((stream, outcome, model, fmt))
-        if child is None:
-            child = self._request_counts[stream, outcome, model, fmt] = self.requests.labels(
-                str(stream).lower(), outcome, model, fmt)
-        child.inc()
-        for error in (result or {}).get("errors") or []:
+        self.requests.inc((_STREAM[stream], outcome, model, fmt))
+        errors = result.get("errors") if result else None
+        for error in errors or ():
             code = error.get("code")
             if code not in CAPACITY_CODES:  # counted as undecoded, not blamed on the model
-                label = code if code in ALL_CODES else "other"
-                child = self._error_counts.get((label, model, fmt))
-                if child is None:
-                    child = self._error_counts[label, model, fmt] = self.model_errors.labels(
-                        label, model, fmt)
-                child.inc()
+                self.model_errors.inc((code if code in ALL_CODES else "other", model, fmt))
 
     def count_unrecognised(self, stream: bool, whats: list[str]) -> None:
         for what in whats:
-            self.unrecognised.labels(str(stream).lower(), what).inc()
+            self.unrecognised.inc((_STREAM[stream], what))
 
     def count_undecoded(self, stream: bool, status: str | None) -> None:
-        self.undecoded.labels(str(stream).lower(), UNDECODED_REASON.get(status or "", "error")
-                              ).inc()
+        self.undecoded.inc((_STREAM[stream], UNDECODED_REASON.get(status or "", "error")))
+
+
+_STREAM = {True: "true", False: "false"}  # the stream label's values
 
 
 class ChatProxy:

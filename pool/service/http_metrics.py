@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
+from toolcodec.pool.service.tally import CounterTally, HistogramTally
 from toolcodec.worker.metrics import BUCKETS
 
 HTTP_REQUESTS_TOTAL = "toolcodec_http_requests_total"
@@ -31,26 +32,25 @@ def route_of(path: str) -> str:
 
 
 class HttpMetrics:
-    """The HTTP counters and an ASGI wrapper that fills them."""
+    """The HTTP counters and an ASGI wrapper that fills them (on the serving loop: tallies,
+    ``toolcodec.pool.service.tally``)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = Counter(HTTP_REQUESTS_TOTAL,
-                                "HTTP requests by route template and status code.",
-                                ["route", "code"], registry=registry)
-        self.duration = Histogram(HTTP_REQUEST_DURATION_SECONDS,
-                                  "HTTP request duration, until the response is sent, by route.",
-                                  ["route"], buckets=BUCKETS + (2.5, 10.0), registry=registry)
-        self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
+        self.requests = CounterTally(HTTP_REQUESTS_TOTAL,
+                                     "HTTP requests by route template and status code.",
+                                     ["route", "code"], registry)
+        self.duration = HistogramTally(HTTP_REQUEST_DURATION_SECONDS,
+                                       "HTTP request duration, until the response is sent, by "
+                                       "route.", ["route"], BUCKETS + (2.5, 10.0), registry)
+        self._labels: dict[tuple[str, int], tuple[tuple[str, str], tuple[str]]] = {}
 
     def count(self, route: str, status: int, seconds: float) -> None:
         """One request of *route* answered *status* after *seconds*."""
-        # Every request counts here: label children are kept, not looked up each time.
-        children = self._children.get((route, status))
-        if children is None:
-            children = self._children[route, status] = (
-                self.requests.labels(route, str(status)), self.duration.labels(route))
-        children[0].inc()
-        children[1].observe(seconds)
+        labels = self._labels.get((route, status))
+        if labels is None:  # label values made once per route and status
+            labels = self._labels[route, status] = ((route, str(status)), (route,))
+        self.requests.inc(labels[0])
+        self.duration.observe(labels[1], seconds)
 
     def wrap(self, app: Any) -> Any:
         async def counted(scope: dict, receive: Any, send: Any) -> None:
