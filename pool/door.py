@@ -36,6 +36,9 @@ def check_budget(timeout_ms: Any, default_ms: float) -> tuple[float | None, str 
     """``(budget in seconds, None)`` or ``(None, why the value is refused)``."""
     if timeout_ms is None:
         timeout_ms = default_ms
+    kind = type(timeout_ms)
+    if (kind is float or kind is int) and 0 < timeout_ms <= MAX_TIMEOUT_MS:  # the usual one
+        return timeout_ms / 1000.0, None
     if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int | float):
         return None, f"timeout_ms must be a number, got {type(timeout_ms).__name__}"
     if not math.isfinite(timeout_ms) or timeout_ms <= 0:
@@ -139,8 +142,10 @@ def rest_size(payload: dict, max_chars: int, tools_size: int, settles: int = 0) 
     the length of those fields' JSON, encoded in C (see ``within``), which settles both
     questions without counting."""
     if settles:
+        others = payload.copy()  # two calls in C, not a comprehension
+        others.pop("tools", None)
         try:
-            bound = len(orjson.dumps({k: v for k, v in payload.items() if k != "tools"}))
+            bound = len(orjson.dumps(others))
         except TypeError:  # not JSON data: counted as it is
             bound = settles + 1
         if bound <= settles and bound + ("tools" in payload) * (6 + tools_size) <= max_chars:

@@ -45,7 +45,7 @@ from toolcodec.results.limits import Limits
 from toolcodec.worker.deadlines import shed_envelope
 from toolcodec.worker.envelope import complete, error_envelope
 from toolcodec.worker.inline import build_here, ready_here, run_built, run_here
-from toolcodec.worker.jobs import GIVEN_OPS
+from toolcodec.worker.jobs import GIVEN_OPS, PAYLOAD_FIELDS
 from toolcodec.worker.metrics import Metrics
 
 BACKEND = "inline"
@@ -55,6 +55,8 @@ RUN_FLOOR_S = 0.0001  # the least an inline job is expected to take
 _PENDING_BUILDS = 8  # tool sets waiting to be built; more are left for a later sight
 _CODEC_FIELDS = ("tools", "options")  # what a job's codec is built from
 _READY_KEEP = 64  # codecs kept by their payload's JSON (``Inline.ready``)
+# Fields of the ops' payloads that name no fault injection (those begin with "_").
+_PLAIN_FIELDS = frozenset(k for op in OPS for k in PAYLOAD_FIELDS[op] if k[:1] != "_")
 
 
 class Inline:
@@ -85,9 +87,10 @@ class Inline:
         if op not in OPS or not isinstance(payload, dict) \
                 or not (self._small(payload) if size is None else size <= self.max_chars):
             return None
-        for key in payload:
-            if isinstance(key, str) and key[:1] == "_":  # fault injection: a worker's
-                return None
+        if not _PLAIN_FIELDS.issuperset(payload):  # else no key can be a fault's
+            for key in payload:
+                if isinstance(key, str) and key[:1] == "_":  # fault injection: a worker's
+                    return None
         if codec is not None:
             return codec
         codec = ready_here(payload, self.ceiling)
@@ -101,12 +104,13 @@ class Inline:
         ``codec``: what :meth:`takes` answered for it; ``json_data``: the payload is JSON
         data as ``orjson.loads`` gives it (``toolcodec.worker.inline.run_here``)."""
         now = time.monotonic()
-        start = now if arrived is None else min(arrived, now)
+        start = now if arrived is None or arrived > now else arrived
         left = start + budget_s - now
         reserve = self.run_times.reserve(op, math.inf)  # all of it, whatever the budget
         if left < reserve:
             self.run_times.shed(op)
             out = shed_envelope(op, budget_s, now - start, reserve)
+            end = time.monotonic()
         else:
             job_id, deadline = f"{self._id_prefix}{next(self._ids)}", time.time() + left
             try:
@@ -117,9 +121,10 @@ class Inline:
                                     "deadline": deadline}, self.ceiling, codec, json_data)
             except TypeError as exc:
                 out = error_envelope(op, "error", BAD_REQUEST, f"payload is not JSON data: {exc}")
+            end = time.monotonic()
             if out.get("status") == "ok":
-                self.run_times.observe(op, time.monotonic() - now)
-        envelope = complete(out, op, BACKEND, start)
+                self.run_times.observe(op, end - now)
+        envelope = complete(out, op, BACKEND, start, end)  # one end: run and elapsed time
         if self.metrics is not None:
             self.metrics.observe(op, BACKEND, envelope)
         return envelope

@@ -50,14 +50,16 @@ def internal_error(job: Any, exc: BaseException) -> dict[str, Any]:
     )
 
 
-def complete(out: dict, op: str, backend: str, start: float) -> dict[str, Any]:
+def complete(out: dict, op: str, backend: str, start: float,
+             end: float | None = None) -> dict[str, Any]:
     """The caller's envelope: the worker's ``out`` plus ``backend`` and ``elapsed_ms``
-    counted from ``start`` (a ``time.monotonic()``). ``op`` is the op the caller asked for."""
+    counted from ``start`` to ``end`` (``time.monotonic()`` values; ``end`` now if not
+    given). ``op`` is the op the caller asked for."""
     return {
         "status": out.get("status"),
         "op": op,
         "backend": backend,
         "result": out.get("result"),
         "error": out.get("error"),
-        "elapsed_ms": (time.monotonic() - start) * 1000.0,
+        "elapsed_ms": ((time.monotonic() if end is None else end) - start) * 1000.0,
     }

@@ -180,8 +180,14 @@ def _op_decode(payload: dict, codec: ToolCallCodec | None = None) -> dict:
     text, message = payload.get("text"), payload.get("message")
     if (text is None) == (message is None):
         raise BadRequest("decode needs exactly one of 'text' (string) or 'message' (object)")
-    source = _field(payload, "text", str) if text is not None else _field(payload, "message", dict)
-    finish_reason = _field(payload, "finish_reason", str, required=False)  # "length": cut off
+    # the usual types at once; _field checks (and refuses) the others
+    if text is None:
+        source = message if type(message) is dict else _field(payload, "message", dict)
+    else:
+        source = text if type(text) is str else _field(payload, "text", str)
+    finish_reason = payload.get("finish_reason")  # "length": cut off
+    if finish_reason is not None and type(finish_reason) is not str:
+        finish_reason = _field(payload, "finish_reason", str, required=False)
     if codec is None:
         codec = _codec(payload, tools_required=False)
     return codec.decode(source, finish_reason=finish_reason).to_dict()

@@ -302,12 +302,22 @@ class Metrics:
         status = envelope.get("status")
         result = envelope.get("result")
         elapsed_ms = envelope.get("elapsed_ms")
+        if status == "ok" and type(result) is dict:  # outcome_of's answer, without its call
+            outcome = "success" if result.get("ok", True) else "failure"
+        else:
+            outcome = outcome_of(envelope)
         tally = self.tally
         with tally.lock:
-            key = (op, backend, outcome_of(envelope))
-            tally.jobs[key] = tally.jobs.get(key, 0) + 1
+            key = (op, backend, outcome)
+            jobs = tally.jobs
+            jobs[key] = jobs.get(key, 0) + 1
             if isinstance(elapsed_ms, int | float):
-                _observe_seconds(tally.durations, (op, backend), elapsed_ms / 1000.0)
+                cells = tally.durations.get((op, backend))
+                if cells is None:
+                    cells = tally.durations[op, backend] = [0.0] * (len(BUCKETS) + 2)
+                seconds = elapsed_ms / 1000.0
+                cells[bisect.bisect_left(BUCKETS, seconds)] += 1
+                cells[-1] += seconds
             if status == "error":
                 code = (envelope.get("error") or {}).get("code")
                 key = (op, backend, code if code in ERROR_CODES else "other")
@@ -358,15 +368,6 @@ class Metrics:
                 sources.pop(key, None)
 
         return untrack
-
-
-def _observe_seconds(durations: dict[tuple[str, str], list[float]], key: tuple[str, str],
-                     seconds: float) -> None:
-    cells = durations.get(key)
-    if cells is None:
-        cells = durations[key] = [0.0] * (len(BUCKETS) + 2)
-    cells[bisect.bisect_left(BUCKETS, seconds)] += 1
-    cells[-1] += seconds
 
 
 def _count_result(tally: JobTally, op: str, result: dict) -> None:
