@@ -338,30 +338,36 @@ class ChatProxy:
         # usage reaching max_tokens means cut, whatever finish_reason says (some servers
         # report "tool_calls" for a call the limit cut).
         cut = cut_by_usage(answer.get("usage"), prepared.max_tokens, len(choices))
+        pool, codec, tools, options = self.pool, prepared.codec, prepared.tools, prepared.options
+        jobs = []
         for c in choices:
             if cut and c.get("finish_reason") != "length":
                 seen.truncated = True
                 c["finish_reason"] = "length"
-        # Each choice's finish_reason reaches the decoder: "length" means a cut call is no call.
-        # The message is upstream's answer as orjson read it (json_data: not encoded again).
-        jobs = [self.pool.asubmit("decode", {
-            "message": c["message"], "tools": prepared.tools, "options": prepared.options,
-            "finish_reason": _reason(c.get("finish_reason"))}, codec=prepared.codec,
-            json_data=True) for c in choices]
+            # Each choice's finish_reason reaches the decoder: "length" means a cut call is
+            # no call. The message is upstream's answer as orjson read it (json_data: not
+            # encoded again).
+            jobs.append(pool.asubmit("decode", {
+                "message": c["message"], "tools": tools, "options": options,
+                "finish_reason": _reason(c.get("finish_reason"))}, codec=codec,
+                json_data=True))
         # One choice (nearly always): awaited as it is, without gather's task.
         with decode_span(prepared.upstream.get("model")) as span:  # toolcodec[otel]
             envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
-            span.results([e.get("result") for e in envelopes],
-                          [c.get("finish_reason") for c in choices])
+            if span.span is not None:
+                span.results([e.get("result") for e in envelopes],
+                             [c.get("finish_reason") for c in choices])
+        failed = None
         for envelope in envelopes:
-            if envelope.get("status") == "ok":
+            if envelope.get("status") != "ok":
+                failed = failed or envelope
+            elif prepared.forced is not None:
                 check_forced(envelope["result"], prepared.forced)
-        failed = [e for e in envelopes if e.get("status") != "ok"]
         # The report is built only for an answer that carries it (taken here, as decoded).
         asked = headers.get(REPORT_HEADER) == "1"
         reports = [_report(e) for e in envelopes] if asked or failed else []
         if failed:
-            return self._undecoded(failed[0], reports, seen)
+            return self._undecoded(failed, reports, seen)
         repairs: list[str] = []
         whats: list[str] = []
         nonce = random_hex(8)  # call ids unique per request, whatever upstream's id
@@ -371,18 +377,21 @@ class ChatProxy:
             self.metrics.count(False, outcome, result)
             choice["message"] = new
             choice["finish_reason"] = _finish_reason(choice.get("finish_reason"),
-                                                     bool(new.get("tool_calls")))
-            repairs += result.get("repairs") or []
-            whats += [w for w in unrecognised(result) if w not in whats]
-            seen.codes += [e.get("code") for e in result.get("errors") or ()]
-        repairs = list(dict.fromkeys(repairs))
+                                                     "tool_calls" in new)
+            repairs += result.get("repairs") or ()
+            errors = result.get("errors")
+            if errors:  # what was not made a call is told by an error
+                whats += [w for w in unrecognised(result) if w not in whats]
+                seen.codes += [e.get("code") for e in errors]
         if asked:
             answer["toolcodec"] = reports
-        extra = {REPAIRS_HEADER: ",".join(repairs)} if repairs else {}
+        # each choice's repairs are told once (the header names each once)
+        extra = {REPAIRS_HEADER: ",".join(dict.fromkeys(repairs))} if repairs else {}
         if whats:
             extra[UNRECOGNISED_HEADER] = ",".join(whats)
-        self.metrics.count_unrecognised(False, whats)
-        self.said(seen, False, whats)
+            self.metrics.count_unrecognised(False, whats)
+        if whats or seen.truncated:  # else there is no line to write
+            self.said(seen, False, whats)
         return 200, answer, extra
 
     def said(self, seen: _Seen, stream: bool, whats: list[str],
@@ -483,10 +492,11 @@ def _rebuilt(message: dict[str, Any], result: dict[str, Any], nonce: str,
              choice_index: int) -> tuple[str, dict[str, Any]]:
     """(outcome, the new message)."""
     new = openai_message(result, f"{nonce}:{choice_index}")
-    new["content"] = without_cut(new["content"], result)  # a cut call's markup is not shown
-    kept = unrepaired_natives(result, message.get("tool_calls"))
-    if kept:  # broken native calls go on as the model wrote them, after the repaired ones
-        new["tool_calls"] = new.get("tool_calls", []) + kept
+    if result["errors"]:  # a cut call, a refused native call: each told by an error
+        new["content"] = without_cut(new["content"], result)  # a cut call's markup is not shown
+        kept = unrepaired_natives(result, message.get("tool_calls"))
+        if kept:  # broken native calls go on as the model wrote them, after the repaired ones
+            new["tool_calls"] = new.get("tool_calls", []) + kept
     outcome = "model_error" if result["errors"] else (
         "repaired" if result["repairs"] or new != _plain(message) else "unchanged")
     return outcome, new
