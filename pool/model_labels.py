@@ -54,10 +54,14 @@ def preset_of(settings: Any, model: Any, override: Any) -> str | None:
 
 
 def note_request(settings: Any, model: Any, override: Any = None) -> None:
-    """Remember the request's model label, and its model and preset for the logs."""
-    MODEL_LABEL.set(model_label(settings, model))
+    """Remember the request's model label, and its model and preset for the logs
+    (*settings*' ``seen`` answers them per model name)."""
+    _, label, preset = settings.seen(model)
+    MODEL_LABEL.set(label)
     MODEL.set(model if isinstance(model, str) else None)
-    PRESET.set(preset_of(settings, model, override))
+    if isinstance(override, dict) and isinstance(override.get("preset"), str):
+        preset = override["preset"]  # preset_of's first answer
+    PRESET.set(preset)
 
 
 def format_label(result: dict[str, Any] | None) -> str:

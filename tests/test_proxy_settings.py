@@ -13,6 +13,8 @@ from prometheus_client import CollectorRegistry
 from toolcodec.decoding.codec import ToolCallCodec
 from toolcodec.formats.table import format_ids
 from toolcodec.pool import Pool
+from toolcodec.pool.model_labels import model_label, preset_of
+from toolcodec.pool.proxy.request import prepare
 from toolcodec.pool.proxy.settings import PRESETS, ModelSettings, SettingsError, job_options
 
 from tests.serve_process import ServeProcess
@@ -87,6 +89,40 @@ def test_a_request_override_wins_and_is_checked() -> None:
                 {"preset": "nope"}, {"limits": {"max_chars": 0}}, ["hermes"]):
         with pytest.raises(SettingsError):
             models.resolve("m", bad)
+
+
+def test_what_is_kept_per_model_is_what_it_works_out(tmp_path) -> None:
+    """``seen`` answers ``for_model``, the metric label and the preset for each name (kept
+    per name, a bounded number of names), and starts over when the settings change."""
+    path = tmp_path / "m.toml"
+    path.write_text(TOML)
+    models = ModelSettings.build(file=str(path), model_options=['exact={"nfkc_strings": true}'])
+    names = ["Qwen/Qwen3-30B-A3B-Thinking-2507", "my-model", "exact", "other", None, 7]
+    for _ in range(2):  # worked out, then kept
+        for name in names:
+            options, label, preset = models.seen(name)
+            assert options == models.for_model(name)
+            assert label == model_label(models, name)
+            assert preset == preset_of(models, name, None)
+            assert models.resolve(name) == options and models.resolve(name) is not options
+    for i in range(600):  # clients may name any model: the names kept stay bounded
+        assert models.seen(f"client-{i}")[1] == "preset:qwen3"
+    assert len(models._seen) <= 256
+    models.defaults = {"preset": "glm45"}  # changed settings are read again
+    assert models.seen("other") == (PRESETS["glm45"], "preset:glm45", "glm45")
+    models.models = [("other", {"preset": "mistral"})]
+    assert models.seen("other") == ({**PRESETS["glm45"], **PRESETS["mistral"]}, "other",
+                                    "mistral")
+
+
+def test_the_override_field_never_goes_upstream_and_the_body_is_kept() -> None:
+    models = ModelSettings.build(preset="qwen3")
+    body = {"model": "m", "messages": [], "toolcodec": {"preset": "glm45"}}
+    prepared = prepare(body, models)
+    assert "toolcodec" not in prepared.upstream and "toolcodec" in body
+    assert prepared.options == {**PRESETS["qwen3"], **PRESETS["glm45"]}
+    plain = {"model": "m", "messages": []}
+    assert prepare(plain, models).upstream == {"model": "m", "messages": []}
 
 
 @pytest.mark.parametrize("text, problem", [

@@ -39,9 +39,11 @@ class Prepared:
 def prepare(body: dict[str, Any], models: ModelSettings) -> Prepared:
     """Split *body* into what goes upstream and what the decoder needs.
     Raises ``SettingsError`` (the client's 400) for a bad override or ``tool_choice``."""
-    upstream = {k: v for k, v in body.items() if k != OVERRIDE_FIELD}
-    options = models.resolve(body.get("model"), body.get(OVERRIDE_FIELD))
-    note_request(models, body.get("model"), body.get(OVERRIDE_FIELD))  # labels, log context
+    override, model = body.get(OVERRIDE_FIELD), body.get("model")
+    upstream = body if OVERRIDE_FIELD not in body else {
+        k: v for k, v in body.items() if k != OVERRIDE_FIELD}
+    options = models.resolve(model, override)
+    note_request(models, model, override)  # labels, log context
     tools = body.get("tools") or []
     choice = body.get("tool_choice")
     limit = body.get("max_completion_tokens", body.get("max_tokens"))

@@ -35,6 +35,7 @@ from typing import Any
 from toolcodec.formats.presets import PRESETS  # family presets and vLLM parser names
 from toolcodec.formats.reasoning import prefill_opener
 from toolcodec.formats.registry import format_ids
+from toolcodec.pool.model_labels import model_label, preset_of
 
 OVERRIDE_FIELD = "toolcodec"  # the request body field; never sent upstream
 OPTION_KINDS: dict[str, Any] = {"preset": str, "formats": list,
@@ -136,6 +137,11 @@ class ModelSettings:
     defaults: dict[str, Any] = field(default_factory=dict)
     models: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # in match order
     upstreams: list[tuple[str, Upstream]] = field(default_factory=list)  # name or pattern
+    # Per model name, what each of its requests needs, worked out on its first request
+    # (``seen``); for the defaults and entries it was worked out from.
+    _seen: dict[Any, tuple[dict[str, Any], str, str | None]] = field(
+        default_factory=dict, repr=False, compare=False)
+    _seen_of: tuple[Any, Any] = field(default=(None, None), repr=False, compare=False)
 
     @classmethod
     def build(cls, *, file: str | None = None, preset: str | None = None,
@@ -249,15 +255,32 @@ class ModelSettings:
                 ) -> dict[str, Any]:
         """The options for one request: its model's, then its ``"toolcodec"`` field's.
         Raises ``SettingsError`` for a bad override (the client's error: 400)."""
-        options = self.for_model(model)
+        options = dict(self.seen(model)[0])
         if override is not None:
             options.update(expand(check_options(override, where)))
         return options
+
+    def seen(self, model: Any) -> tuple[dict[str, Any], str, str | None]:
+        """(``for_model(model)``, its metric label, its entry's or the defaults' preset),
+        kept per model name: a proxy asks on every request. Not to be changed."""
+        if self._seen_of[0] is not self.defaults or self._seen_of[1] is not self.models:
+            self._seen, self._seen_of = {}, (self.defaults, self.models)
+        key = model if isinstance(model, str) else None
+        held = self._seen.get(key)
+        if held is None:
+            if len(self._seen) >= _SEEN_MODELS:  # names come from clients: bounded
+                self._seen.clear()
+            held = self._seen[key] = (self.for_model(model), model_label(self, model),
+                                      preset_of(self, model, None))
+        return held
 
     def describe(self) -> dict[str, Any]:
         """What is configured, as JSON (for logs and docs)."""
         return {"defaults": self.defaults, "models": dict(self.models),
                 "upstreams": {p: u.url for p, u in self.upstreams}}
+
+
+_SEEN_MODELS = 256  # model names kept by ``ModelSettings.seen``
 
 
 def _split(spec: str, flag: str) -> tuple[str, str]:

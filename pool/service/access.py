@@ -72,7 +72,8 @@ def enter(scope: dict) -> tuple[dict, str, list[tuple[Any, Any]]]:
         rid = given.decode("ascii")
     else:
         rid = random_hex(16)
-        headers = [(k, v) for k, v in scope["headers"] if k != b"x-request-id"]
+        headers = scope["headers"] if given is None else [  # an unusable one is replaced
+            (k, v) for k, v in scope["headers"] if k != b"x-request-id"]
         scope = {**scope, "headers": [*headers, (b"x-request-id", rid.encode())]}
     match = _TRACEPARENT.fullmatch(trace.strip().lower()) if trace else None
     tokens = [(REQUEST_ID, REQUEST_ID.set(rid)),
