@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolcodec.repair.jsonrepair import repair_json, repair_json_prefix
+from toolcodec.repair.jsonrepair import repair_json, repair_json_prefix, repair_refused
 from toolcodec.results.errors import ALL_CODES, INTERNAL_ERROR
 
 # 64-bit integers: beyond that range orjson (and so repair_json) reads integers as floats.
@@ -210,3 +211,35 @@ def test_python_sets_of_strings_read_as_arrays(items, quote) -> None:
     assert res.ok, (text, res.errors)
     assert res.value == items
     assert "json.set_as_list" in res.repairs
+
+
+# Damaged JSON of the kinds models write, and JSON with lone surrogates (orjson refuses them,
+# the json module reads them).
+damaged = st.one_of(
+    any_text,
+    json_values.map(lambda v: json.dumps(v).replace('"', "'")),
+    json_values.map(lambda v: re.sub(r"([\]}])$", r",\1", json.dumps(v))),  # trailing comma
+    st.builds(lambda v, cut: json.dumps(v)[:cut], json_values, st.integers(0, 40)),
+    st.just('{"a": "\\ud800"}'), st.just('["\\udfff", 1]'),
+)
+
+
+@settings(max_examples=300)
+@given(damaged)
+def test_a_refused_text_repairs_as_repair_json_repairs_it(text) -> None:
+    """``repair_refused`` with the error orjson gave for the text answers what
+    ``repair_json`` answers (which parses it again)."""
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        assert repair_refused(text, exc).to_dict() == repair_json(text).to_dict()
+
+
+def test_a_lone_surrogate_refused_by_orjson_is_still_read() -> None:
+    text = '{"a": "\\ud800"}'
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        res = repair_refused(text, exc)
+    assert res.to_dict() == {"ok": True, "value": {"a": "\ufffd"},
+                             "repairs": ["text.surrogate_replaced"], "errors": []}

@@ -33,7 +33,7 @@ from toolcodec.formats.builtin import (
     without_think_close,
 )
 from toolcodec.formats.table import strip_end_tokens
-from toolcodec.repair.jsonrepair import repair_json
+from toolcodec.repair.jsonrepair import repair_refused
 from toolcodec.repair.normalize import BIDI_CONTROLS, strip_bidi
 from toolcodec.repair.xml_heuristics import default_pipeline
 from toolcodec.repair.xmlcall import decode_xml_call, split_functions
@@ -280,9 +280,11 @@ class BlockReader:
                 errors.extend(result.errors)
         return calls, errors
 
-    def json_calls(self, payload: str, base: list[str]) -> tuple[list[Call], list[CodecError]]:
-        """The calls of a JSON envelope body: one call or a list of them."""
-        value, repairs, errors = self.parse_json(payload)
+    def json_calls(self, payload: str, base: list[str], refusal: Exception | None = None
+                   ) -> tuple[list[Call], list[CodecError]]:
+        """The calls of a JSON envelope body: one call or a list of them (*refusal*: as
+        ``parse_json`` takes it)."""
+        value, repairs, errors = self.parse_json(payload, refusal)
         if errors:
             return [], errors
         pairs = _envelope_pairs(value)
@@ -307,13 +309,16 @@ class BlockReader:
                 errors.extend(result.errors)
         return calls, errors
 
-    def parse_json(self, payload: str) -> tuple[Any, list[str], list[CodecError]]:
-        """A call's JSON: as it is when valid, else repaired (some repairs refused)."""
-        try:
-            return orjson.loads(payload), [], []  # the well-formed case, at C speed
-        except orjson.JSONDecodeError:
-            pass
-        res = repair_json(payload, limits=self.limits)
+    def parse_json(self, payload: str, refusal: Exception | None = None
+                   ) -> tuple[Any, list[str], list[CodecError]]:
+        """A call's JSON: as it is when valid, else repaired (some repairs refused).
+        *refusal*: what ``orjson.loads(payload)`` raised, when the caller has just tried it."""
+        if refusal is None:
+            try:
+                return orjson.loads(payload), [], []  # the well-formed case, at C speed
+            except orjson.JSONDecodeError as exc:
+                refusal = exc
+        res = repair_refused(payload, refusal, limits=self.limits)
         if not res.ok:
             return None, [], list(res.errors) or [
                 CodecError(INVALID_JSON, "the call's JSON is not valid")]
@@ -419,6 +424,8 @@ def _merged_objects(text: str) -> list[dict[str, Any]] | None:
     pos = _BLANKS.match(text).end()
     while pos < len(text) and text[pos] == "{" and len(values) <= MAX_CALLS:
         end = json_end(text, pos)
+        if not values and _BLANKS.match(text, end).end() == len(text):
+            return None  # one object, not objects in a row (not parsed again)
         try:
             value = orjson.loads(text[pos:end])
         except orjson.JSONDecodeError:

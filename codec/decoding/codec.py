@@ -269,11 +269,11 @@ class ToolCallCodec:
             base = ["text.bidi_removed"] if changed else []
             try:  # one JSON text, the usual case: not objects merged in a row, nothing cut
                 args = orjson.loads(args)
-            except orjson.JSONDecodeError:
+            except orjson.JSONDecodeError as refusal:
                 merged = self.blocks.merged_calls(nc.name, args, base, "native")
                 if merged:
                     return merged, []
-                args, repairs, errors = self.blocks.parse_json(args)
+                args, repairs, errors = self.blocks.parse_json(args, refusal)
                 base += repairs
                 if cut and UNCLOSED in repairs:  # arguments the end of the output cut short
                     errors = [truncated("inside this call's arguments")]

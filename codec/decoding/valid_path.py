@@ -162,10 +162,11 @@ def _json_calls(codec: Any, body: str) -> list[Call] | None:
     """The calls of a JSON body: strict ``{"name": …, "arguments": {…}}`` read here, anything
     else (repairs, a list of calls, arguments as a string) by the block reader's own JSON
     reading, as the engine reads a block that ends at this closer."""
+    refusal = None
     try:
         shape = _call_shape(orjson.loads(body))
-    except orjson.JSONDecodeError:
-        shape = None
+    except orjson.JSONDecodeError as exc:
+        shape, refusal = None, exc
     if shape is not None:  # the block reader would validate it the same way
         name, arguments = shape
         result = codec.validate(name, arguments)
@@ -175,7 +176,9 @@ def _json_calls(codec: Any, body: str) -> list[Call] | None:
     if not ends_json_body(body):  # the engine reads this closer as a string's text
         return None
     payload, closed_think = without_think_close(body)
-    calls, errors = codec.blocks.json_calls(payload, closed_think)
+    # the body's own refusal, not parsed again (the payload without a closer is another)
+    calls, errors = codec.blocks.json_calls(payload, closed_think,
+                                            refusal if payload is body else None)
     if errors or not calls:
         return None
     for call in calls:

@@ -92,19 +92,29 @@ def repair_json(text: str, *, limits: Limits = DEFAULT_LIMITS) -> RepairResult:
     Strips code fences and prose around the value, and reports every repair it makes.
     Never raises: problems come back as ``errors`` with ``ok=False`` and ``value=None``.
     """
-    result = _repair_json(text, limits)
+    return _repaired(text, _repair_json(text, limits))
+
+
+def repair_refused(text: str, refusal: Exception, *,
+                   limits: Limits = DEFAULT_LIMITS) -> RepairResult:
+    """``repair_json(text)`` for a text ``orjson.loads`` just refused with *refusal*: the
+    same answer, without that parse again (a refused parse costs several times a good one)."""
+    return _repaired(text, _repair_json(text, limits, refusal))
+
+
+def _repaired(text: str, result: RepairResult) -> RepairResult:
     if result.ok and result.value is _SKIP:  # only a placeholder such as "..." was there
         return _failed(result.repairs, INVALID_JSON, 0, "no JSON value: only a placeholder "
                        "(`...`) was found")
     return _encodable(text, result)
 
 
-def _repair_json(text: str, limits: Limits) -> RepairResult:
+def _repair_json(text: str, limits: Limits, refusal: Exception | None = None) -> RepairResult:
     if not isinstance(text, str):
         return _failed([], INVALID_JSON, 0, f"expected text (str), got {type(text).__name__}")
     if len(text) > limits.max_chars:
         return _too_large(text, limits)
-    found, value = _strict(text, limits)
+    found, value = _strict(text, limits, refusal)
     if found:
         return RepairResult(True, value)
     quick = rewrite_repair(text)  # the common damage only: rewritten, then parsed at C speed
@@ -210,12 +220,16 @@ def _json_loads(text: str) -> Any:
 _DECODER = json.JSONDecoder(parse_float=_finite_float, parse_int=_orjson_int)
 
 
-def _strict(text: str, limits: Limits) -> tuple[bool, Any]:
-    """``(True, value)`` when ``text`` is valid JSON within the depth limit."""
-    try:
-        value = orjson.loads(text)
-    except Exception as exc:
-        if "surrogate" not in str(exc):
+def _strict(text: str, limits: Limits, refusal: Exception | None = None) -> tuple[bool, Any]:
+    """``(True, value)`` when ``text`` is valid JSON within the depth limit; *refusal*: what
+    ``orjson.loads(text)`` raised, when the caller has just tried it."""
+    if refusal is None:
+        try:
+            value = orjson.loads(text)
+        except Exception as exc:
+            refusal = exc
+    if refusal is not None:
+        if "surrogate" not in str(refusal):
             return False, None
         try:  # orjson refuses lone surrogates, which json (and Python str) accept
             value = _json_loads(text)
