@@ -217,6 +217,30 @@ def test_a_request_override_applies_and_never_goes_upstream(server, upstream) ->
                                        extra_body={"toolcodec": {"format": ["hermes"]}})
 
 
+def test_a_body_without_the_override_goes_upstream_as_its_bytes(server, upstream) -> None:
+    """Written as no encoder writes it (spaces, escapes, a float's digits, a key repeated):
+    the model server gets those bytes, whole and streamed; with the override field the body
+    is the request read and the field taken out."""
+    for stream in ("false", "true"):
+        raw = ('{ "model" : "plain",\n "messages": [{"role": "system", "content": '
+               '"\\u00e9\\/"}, {"role": "user", "content": "case:fmt_hermes"}], '
+               '"temperature": 0.70, "top_p": 1e0, '
+               f'"stream": {stream}, "tools": {json.dumps(TOOLS)}, "seed": 1, "seed": 2 }}')
+        response = httpx.post(server.url + "/v1/chat/completions", content=raw.encode(),
+                              headers={"content-type": "application/json"})
+        assert response.status_code == 200, response.text
+        assert httpx.get(upstream.url + "/_last").json()["raw"] == raw
+        overridden = raw[:-1] + ', "toolcodec": {"formats": ["hermes"]}}'
+        response = httpx.post(server.url + "/v1/chat/completions",
+                              content=overridden.encode(),
+                              headers={"content-type": "application/json"})
+        assert response.status_code == 200, response.text
+        last = httpx.get(upstream.url + "/_last").json()
+        assert last["raw"] != overridden and "toolcodec" not in last["body"]
+        assert last["body"] == {k: v for k, v in json.loads(overridden).items()
+                                if k != "toolcodec"}
+
+
 def _answer(client, model, messages, stream, **kwargs) -> dict:
     if not stream:
         message = client.chat.completions.create(model=model, messages=messages, tools=TOOLS,

@@ -17,9 +17,9 @@ content comes in 1–8 character deltas, cut at seeded random places; every chun
 ``system_fingerprint``, and content chunks carry ``logprobs`` when the request asks for them.
 ``POST /v1/completions``, ``/v1/responses``, ``/v1/embeddings``, ``/v1/moderations`` echo the
 body with status 201 (with ``stream: true``, the ``prompt`` one character per SSE event).
-``GET /v1/models`` lists one model; ``GET /_last`` returns the last request received (body,
-authorization, headers); ``GET /_trickling`` how many ``case:trickle`` streams are still being
-sent (one ends when its client, the proxy, goes away).
+``GET /v1/models`` lists one model; ``GET /_last`` returns the last request received (body, a
+chat request's bytes as ``raw``, authorization, headers); ``GET /_trickling`` how many
+``case:trickle`` streams are still being sent (one ends when its client, the proxy, goes away).
 """
 
 from __future__ import annotations
@@ -170,9 +170,10 @@ class Standin:
         return JSONResponse({"open": self.trickling[0]})
 
     async def _completions(self, request: Request) -> Response:
-        body = orjson.loads(await request.body())
+        raw = await request.body()
+        body = orjson.loads(raw)
         self.last = {"body": body, "authorization": request.headers.get("authorization"),
-                     "headers": dict(request.headers)}
+                     "headers": dict(request.headers), "raw": raw.decode()}
         name = _case(body, self.default_case)
         if name == "badshape":
             return JSONResponse({"id": "x", "choices": 5})

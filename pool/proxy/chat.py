@@ -217,6 +217,8 @@ class ChatProxy:
         http, key = self.upstreams.pick(prepared.upstream.get("model"))
         headers = forwarded(incoming, key)
         headers["content-type"] = "application/json"
+        if prepared.raw is not None and not self.config.tools_as_prompt:
+            return http, headers, prepared.raw  # the client's own bytes: nothing changed
         return http, headers, orjson.dumps(self.upstream_body(prepared.upstream))
 
     async def models_list(self, headers: dict[str, str]) -> tuple[int, bytes, str]:
@@ -294,11 +296,11 @@ class ChatProxy:
 
     # -- whole answers ----------------------------------------------------------------------
 
-    def _prepared(self, body: dict[str, Any], *, stream: bool
+    def _prepared(self, body: dict[str, Any], *, stream: bool, raw: bytes | None = None
                   ) -> tuple[Prepared, None] | tuple[None, tuple[int, dict[str, Any], dict]]:
         """The request made ready for upstream, or the 400 that answers it (counted)."""
         try:
-            prepared = prepare(body, self.models)
+            prepared = prepare(body, self.models, raw)
         except SettingsError as exc:
             problem: str | None = str(exc)
         else:
@@ -310,10 +312,11 @@ class ChatProxy:
         self.metrics.count(stream, "bad_request")
         return None, (400, invalid_request(problem), {})
 
-    async def complete(self, body: dict[str, Any], headers: dict[str, str]
-                       ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        """A non-streaming completion: (status, JSON body, extra response headers)."""
-        prepared, refused = self._prepared(body, stream=False)
+    async def complete(self, body: dict[str, Any], headers: dict[str, str],
+                       raw: bytes | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """A non-streaming completion: (status, JSON body, extra response headers). *raw*:
+        the bytes *body* was read from (sent upstream as they are when nothing changes)."""
+        prepared, refused = self._prepared(body, stream=False, raw=raw)
         if refused is not None:
             return refused
         try:
@@ -423,10 +426,11 @@ class ChatProxy:
 
     # -- streams ----------------------------------------------------------------------------
 
-    async def stream(self, body: dict[str, Any], headers: dict[str, str]
-                     ) -> tuple[int, Any, dict[str, str]]:
-        """Open the upstream stream: (200, the ``Relay``, {}) or (status, error body, headers)."""
-        prepared, refused = self._prepared(body, stream=True)
+    async def stream(self, body: dict[str, Any], headers: dict[str, str],
+                     raw: bytes | None = None) -> tuple[int, Any, dict[str, str]]:
+        """Open the upstream stream: (200, the ``Relay``, {}) or (status, error body, headers);
+        *raw* as :meth:`complete` takes it."""
+        prepared, refused = self._prepared(body, stream=True, raw=raw)
         if refused is not None:
             return refused
         until = asyncio.get_running_loop().time() + self.config.deadline

@@ -49,13 +49,13 @@ class ChatEndpoint:
             await send_json(send, *problem)
             return
         if body.get("stream"):
-            status, out, extra = await self.proxy.stream(body, headers)
+            status, out, extra = await self.proxy.stream(body, headers, raw)
             if status != 200:
                 await send_json(send, status, out, extra)
                 return
             await _send_stream(out, receive, send)
             return
-        status, answer, extra = await self.proxy.complete(body, headers)
+        status, answer, extra = await self.proxy.complete(body, headers, raw)
         await send_json(send, status, answer, extra)
 
 

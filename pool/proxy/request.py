@@ -34,14 +34,19 @@ class Prepared:
     # the codec this process built for tools and options (``Pool.ready``), found once per
     # request for the tools check, the preparation and the decode job
     codec: Any = None
+    # the client's body as it came, when ``upstream`` is that body unchanged (sent as it is)
+    raw: bytes | None = None
 
 
-def prepare(body: dict[str, Any], models: ModelSettings) -> Prepared:
-    """Split *body* into what goes upstream and what the decoder needs.
+def prepare(body: dict[str, Any], models: ModelSettings, raw: bytes | None = None) -> Prepared:
+    """Split *body* into what goes upstream and what the decoder needs; *raw*: the bytes
+    *body* was read from, sent upstream as they are when nothing is taken out of it.
     Raises ``SettingsError`` (the client's 400) for a bad override or ``tool_choice``."""
     override, model = body.get(OVERRIDE_FIELD), body.get("model")
-    upstream = body if OVERRIDE_FIELD not in body else {
-        k: v for k, v in body.items() if k != OVERRIDE_FIELD}
+    if OVERRIDE_FIELD in body:
+        upstream, raw = {k: v for k, v in body.items() if k != OVERRIDE_FIELD}, None
+    else:
+        upstream = body
     options = models.resolve(model, override)
     note_request(models, model, override)  # labels, log context
     tools = body.get("tools") or []
@@ -50,7 +55,7 @@ def prepare(body: dict[str, Any], models: ModelSettings) -> Prepared:
     max_tokens = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 \
         else None
     if choice == "none":
-        return Prepared(upstream, [], options, False, max_tokens=max_tokens)
+        return Prepared(upstream, [], options, False, max_tokens=max_tokens, raw=raw)
     if isinstance(choice, dict):
         name = (choice.get("function") or {}).get("name") if isinstance(
             choice.get("function"), dict) else None
@@ -65,7 +70,7 @@ def prepare(body: dict[str, Any], models: ModelSettings) -> Prepared:
                             "function")
     forced = name if isinstance(choice, dict) else ("required" if choice == "required" and tools
                                                      else None)
-    return Prepared(upstream, tools, options, True, forced, max_tokens)
+    return Prepared(upstream, tools, options, True, forced, max_tokens, raw=raw)
 
 
 def _tool_name(tool: Any) -> Any:
