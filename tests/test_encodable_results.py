@@ -195,3 +195,49 @@ def test_an_unknown_tool_named_with_a_surrogate_encodes() -> None:
     result = codec.validate("no\ud800pe", {}, tools=TOOLS)
     assert [e.code for e in result.errors] == ["unknown_tool"]
     orjson.dumps(result.to_dict())
+
+
+# What a result may carry before it is made encodable: surrogates anywhere, integers past
+# 64 bits, non-string keys, tuples, nesting deeper than orjson writes.
+RAW_TEXT = st.lists(st.one_of(st.text(max_size=6), SURROGATES), max_size=4).map("".join)
+RAW_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)
+    | RAW_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner)
+    | st.dictionaries(RAW_TEXT | st.integers(0, 3), inner, max_size=3),
+    max_leaves=12)
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+DEEP = st.integers(250, 300).map(_nested)  # past what orjson writes
+
+
+@settings(max_examples=300)
+@given(RAW_TEXT, st.none() | RAW_TEXT,
+       st.lists(st.dictionaries(RAW_TEXT, RAW_VALUE | DEEP, max_size=3), max_size=2),
+       st.lists(st.tuples(RAW_TEXT, st.dictionaries(st.sampled_from(["raw", "tool", "n"]),
+                                                    RAW_TEXT | st.integers(0, 9),
+                                                    max_size=2)), max_size=2))
+def test_the_quick_check_answers_as_the_part_by_part_work(content, reasoning, arguments,
+                                                          errors) -> None:
+    """encodable_result returns a result untouched only when the part-by-part work would
+    have left it so; else it does that work."""
+    from toolcodec.results.errors import CodecError
+    from toolcodec.results.result import Call, DecodeResult, _made_encodable, encodable_result
+
+    def made() -> DecodeResult:
+        return DecodeResult(ok=not errors, path="xml", content=content, reasoning=reasoning,
+                            calls=[Call("note", dict(a), ["r"]) for a in arguments],
+                            repairs=["r"],
+                            errors=[CodecError("unknown_tool", m, dict(d)) for m, d in errors])
+
+    quick, slow = encodable_result(made()), _made_encodable(made())
+    assert quick.to_dict() == slow.to_dict()
+    assert (quick.content, quick.reasoning) == (slow.content, slow.reasoning)
+    assert [c.repairs for c in quick.calls] == [c.repairs for c in slow.calls]

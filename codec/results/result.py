@@ -125,6 +125,18 @@ def encodable_result(result: DecodeResult) -> DecodeResult:
     Python strings may hold them (``surrogateescape``, ``\\uD800`` escapes); JSON cannot.
     One character replaces one, so spans stay valid.
     """
+    calls, errors = result.calls, result.errors
+    try:  # the usual result: orjson encodes it all, so nothing holds a surrogate (one C call)
+        orjson.dumps((result.content, result.reasoning,
+                      [c.arguments for c in calls] if calls else None,
+                      [(e.message, e.details) for e in errors] if errors else None))
+        return result
+    except TypeError:  # a surrogate, or arguments that are not plain JSON: each part checked
+        return _made_encodable(result)
+
+
+def _made_encodable(result: DecodeResult) -> DecodeResult:
+    """``encodable_result``'s work, part by part."""
     changed = False
     result.content, hit = replace_surrogates(result.content)
     changed |= hit
