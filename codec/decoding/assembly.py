@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from toolcodec.results.errors import CodecError
 from toolcodec.results.result import Call, DecodeResult, Span
@@ -11,6 +12,7 @@ from toolcodec.scanning.envelopes import Block
 # The output ended with end-of-generation tokens (``<|im_end|>``, ``<|eot_id|>``, …) that the
 # server left in the text; they are kept out of ``content``.
 END_TOKEN_DROPPED = "text.end_token_dropped"
+_START = attrgetter("start")
 
 
 @dataclass(slots=True)
@@ -61,11 +63,16 @@ class Assembly:
         return regions
 
     def finish(self, path: str) -> DecodeResult:
-        for start, end in self.free_regions():
-            self.spans.append(Span("text", start, end))
-        self.spans.sort(key=lambda s: s.start)
-        content = "".join(self.text[s.start:s.end] for s in self.spans
-                          if s.kind in ("text", "markup"))
+        if not self.spans:  # prose alone: one text span, the whole text
+            content = self.text
+            if content:
+                self.spans.append(Span("text", 0, len(content)))
+        else:
+            for start, end in self.free_regions():
+                self.spans.append(Span("text", start, end))
+            self.spans.sort(key=_START)
+            content = "".join(self.text[s.start:s.end] for s in self.spans
+                              if s.kind in ("text", "markup"))
         reasoning = "\n\n".join(p for p in self.reasoning if p) if self.reasoning else None
         return DecodeResult(ok=not self.errors, path=path if self.calls or path == "xml"
                             else "none", calls=self.calls, content=content.strip(),
