@@ -276,9 +276,8 @@ class Pool:
         them (implies ``built_here``): the workers' key for the tool set (its canonical JSON)
         is then kept per codec, not encoded for every call (a proxy asks on every request).
         """
-        payload = {"tools": tools} if options is None else {"tools": tools, "options": options}
         if self._inline is not None and not built_here and codec is None:
-            self._inline.prepare(payload)
+            self._inline.prepare(_codec_payload(tools, options))
         native = getattr(self._impl, "prepare", None)
         if native is None:
             return False
@@ -289,7 +288,8 @@ class Pool:
             if len(self._prepare_keys) >= _TOOL_SIZES:
                 self._prepare_keys.clear()
             # tools of the same canonical JSON build the same codec: one key serves them all
-            held = self._prepare_keys[id(codec)] = (codec, _prepare_key(payload))
+            held = self._prepare_keys[id(codec)] = (
+                codec, _prepare_key(_codec_payload(tools, options)))
         return bool(native(tools, options, key=held[1])) if held[1] is not None else False
 
     def stream(self, tools: list[dict] | None = None, *, timeout_ms: float | None = None,
@@ -328,6 +328,11 @@ def _arrival(arrived: float | None) -> dict[str, float]:
 
 
 _TOOL_SIZES = 64  # codecs whose tools' size (and prepare key) is kept (the cache holds fewer)
+
+
+def _codec_payload(tools: list[dict] | None, options: dict | None) -> dict:
+    """The fields of a job's payload its codec is built from."""
+    return {"tools": tools} if options is None else {"tools": tools, "options": options}
 
 
 def _prepare_key(payload: dict) -> bytes | None:

@@ -53,10 +53,11 @@ def preset_of(settings: Any, model: Any, override: Any) -> str | None:
     return None
 
 
-def note_request(settings: Any, model: Any, override: Any = None) -> None:
+def note_request(settings: Any, model: Any, override: Any = None, seen: Any = None) -> None:
     """Remember the request's model label, and its model and preset for the logs
-    (*settings*' ``seen`` answers them per model name)."""
-    _, label, preset = settings.seen(model)
+    (*settings*' ``seen`` answers them per model name; *seen*: its answer, when the caller
+    has it)."""
+    _, label, preset = seen or settings.seen(model)
     MODEL_LABEL.set(label)
     MODEL.set(model if isinstance(model, str) else None)
     if isinstance(override, dict) and isinstance(override.get("preset"), str):

@@ -47,8 +47,9 @@ def prepare(body: dict[str, Any], models: ModelSettings, raw: bytes | None = Non
         upstream, raw = {k: v for k, v in body.items() if k != OVERRIDE_FIELD}, None
     else:
         upstream = body
-    options = models.resolve(model, override)
-    note_request(models, model, override)  # labels, log context
+    seen = models.seen(model)
+    options = models.resolve(model, override, seen=seen)
+    note_request(models, model, override, seen)  # labels, log context
     tools = body.get("tools") or []
     choice = body.get("tool_choice")
     limit = body.get("max_completion_tokens", body.get("max_tokens"))

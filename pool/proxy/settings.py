@@ -251,11 +251,12 @@ class ModelSettings:
                 return upstream
         return None
 
-    def resolve(self, model: Any, override: Any = None, where: str = OVERRIDE_FIELD
-                ) -> dict[str, Any]:
+    def resolve(self, model: Any, override: Any = None, where: str = OVERRIDE_FIELD,
+                seen: tuple[dict[str, Any], str, str | None] | None = None) -> dict[str, Any]:
         """The options for one request: its model's, then its ``"toolcodec"`` field's.
-        Raises ``SettingsError`` for a bad override (the client's error: 400)."""
-        options = dict(self.seen(model)[0])
+        Raises ``SettingsError`` for a bad override (the client's error: 400). *seen*: what
+        :meth:`seen` answered for *model*, when the caller has it."""
+        options = dict((seen or self.seen(model))[0])
         if override is not None:
             options.update(expand(check_options(override, where)))
         return options

@@ -58,7 +58,7 @@ def request_ids(app: Any, access_log: bool = False) -> Any:
     return with_ids
 
 
-def enter(scope: dict) -> tuple[dict, str, list[tuple[Any, Any]]]:
+def enter(scope: dict) -> tuple[dict, str, tuple[Any, ...]]:
     """The request's id (the client's usable ``X-Request-Id``, else a new one, then added to
     the headers of the scope answered) and trace id put in context: (scope, request id, the
     tokens :func:`leave` resets)."""
@@ -76,16 +76,17 @@ def enter(scope: dict) -> tuple[dict, str, list[tuple[Any, Any]]]:
             (k, v) for k, v in scope["headers"] if k != b"x-request-id"]
         scope = {**scope, "headers": [*headers, (b"x-request-id", rid.encode())]}
     match = _TRACEPARENT.fullmatch(trace.strip().lower()) if trace else None
-    tokens = [(REQUEST_ID, REQUEST_ID.set(rid)),
-              (TRACE_ID, TRACE_ID.set(match.group(1).decode() if match else None)),
-              (MODEL, MODEL.set(None)), (PRESET, PRESET.set(None))]
+    tokens = (REQUEST_ID.set(rid), TRACE_ID.set(match.group(1).decode() if match else None),
+              MODEL.set(None), PRESET.set(None))
     return scope, rid, tokens
 
 
-def leave(tokens: list[tuple[Any, Any]]) -> None:
-    """The context as it was before :func:`enter`."""
-    for var, token in reversed(tokens):
-        var.reset(token)
+def leave(tokens: tuple[Any, ...]) -> None:
+    """The context as it was before :func:`enter` (its variables reset in reverse order)."""
+    PRESET.reset(tokens[3])
+    MODEL.reset(tokens[2])
+    TRACE_ID.reset(tokens[1])
+    REQUEST_ID.reset(tokens[0])
 
 
 def access_line(scope: dict, status: int, start: float, ids: list[str]) -> None:
