@@ -72,7 +72,7 @@ class Upstreams:
 
 def forwarded(incoming: dict[str, str], api_key: str | None) -> dict[str, str]:
     """The headers sent upstream for a request that came with *incoming*."""
-    headers = {k.lower(): v for k, v in incoming.items() if k.lower() in FORWARDED_HEADERS}
+    headers = {low: v for k, v in incoming.items() if (low := k.lower()) in FORWARDED_HEADERS}
     if api_key:
         headers["authorization"] = f"Bearer {api_key}"
     return headers
