@@ -140,8 +140,9 @@ class ModelSettings:
     # Per model name, what each of its requests needs, worked out on its first request
     # (``seen``); for the defaults and entries it was worked out from.
     _seen: dict[Any, tuple[dict[str, Any], str, str | None]] = field(
-        default_factory=dict, repr=False, compare=False)
-    _seen_of: tuple[Any, Any] = field(default=(None, None), repr=False, compare=False)
+        default_factory=dict, init=False, repr=False, compare=False)
+    _seen_of: tuple[Any, Any] = field(default=(None, None), init=False, repr=False,
+                                      compare=False)
 
     @classmethod
     def build(cls, *, file: str | None = None, preset: str | None = None,
