@@ -256,8 +256,7 @@ class Pool:
         up (the canonical encoding of the tools, the codec cache's key)."""
         if self._inline is None:
             return None
-        return self._inline.ready({"tools": tools} if options is None
-                                  else {"tools": tools, "options": options})
+        return self._inline.ready(_codec_payload(tools, options))
 
     def prepare(self, tools: list[dict] | None, options: dict | None = None, *,
                 built_here: bool = False, codec: ToolCallCodec | None = None) -> bool:
