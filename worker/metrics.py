@@ -32,6 +32,7 @@ import resource
 import threading
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from prometheus_client.core import (
@@ -196,16 +197,35 @@ class JobTally:
                 family.add_metric(key if isinstance(key, tuple) else (key,), n)
             out.append(family)
         doc, labels = help_of(JOB_DURATION_SECONDS, self.side)
-        histogram = HistogramMetricFamily(name_of(JOB_DURATION_SECONDS, self.side), doc,
-                                          labels=labels)
-        for key, cells in self.durations.items():
-            running, buckets = 0.0, []
-            for le, n in zip(_LE, cells, strict=False):
-                running += n
-                buckets.append((le, running))
-            histogram.add_metric(key, buckets, sum_value=cells[-1])
-        out.append(histogram)
+        out.append(histogram_family(name_of(JOB_DURATION_SECONDS, self.side), doc, labels,
+                                    _LE, self.durations))
         return out
+
+
+def observe_cells(cells: dict[Any, list[float]], key: Any, buckets: tuple[float, ...],
+                  value: float) -> None:
+    """Add *value* to the histogram *cells* of *key*: one count per bucket (``le``, sorted
+    *buckets*, then +Inf) and the sum last. A value equal to a bound counts in that bound's
+    bucket, as prometheus_client's ``Histogram`` counts it."""
+    held = cells.get(key)
+    if held is None:
+        held = cells[key] = [0.0] * (len(buckets) + 2)
+    held[bisect.bisect_left(buckets, value)] += 1
+    held[-1] += value
+
+
+def histogram_family(name: str, doc: str, labels: Any, le: list[str],
+                     cells: dict[Any, list[float]]) -> HistogramMetricFamily:
+    """The ``histogram`` family of :func:`observe_cells`' *cells* (*le*: the buckets' bounds
+    as the exposition writes them, then ``+Inf``); each key's cells read in one copy."""
+    family = HistogramMetricFamily(name, doc, labels=labels)
+    for key, held in [(k, list(v)) for k, v in dict(cells).items()]:
+        running, buckets = 0.0, []
+        for bound, n in zip(le, held, strict=False):
+            running += n
+            buckets.append((bound, running))
+        family.add_metric(key, buckets, sum_value=held[-1])
+    return family
 
 
 def name_of(name: str, side: str) -> str:
@@ -312,12 +332,7 @@ class Metrics:
             jobs = tally.jobs
             jobs[key] = jobs.get(key, 0) + 1
             if isinstance(elapsed_ms, int | float):
-                cells = tally.durations.get((op, backend))
-                if cells is None:
-                    cells = tally.durations[op, backend] = [0.0] * (len(BUCKETS) + 2)
-                seconds = elapsed_ms / 1000.0
-                cells[bisect.bisect_left(BUCKETS, seconds)] += 1
-                cells[-1] += seconds
+                observe_cells(tally.durations, (op, backend), BUCKETS, elapsed_ms / 1000.0)
             if status == "error":
                 code = (envelope.get("error") or {}).get("code")
                 key = (op, backend, code if code in ERROR_CODES else "other")

@@ -14,12 +14,12 @@ samples, which no rule or panel reads.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
+from toolcodec.worker.metrics import histogram_family, observe_cells
 
 
 class CounterTally:
@@ -69,22 +69,11 @@ class HistogramTally:
         registry.register(self)
 
     def observe(self, labels: tuple[str, ...], value: float) -> None:
-        cells = self.cells.get(labels)
-        if cells is None:
-            cells = self.cells[labels] = [0.0] * (len(self.buckets) + 2)
-        # a value equal to a bound counts in that bound's bucket, as prometheus_client's
-        cells[bisect.bisect_left(self.buckets, value)] += 1
-        cells[-1] += value
+        observe_cells(self.cells, labels, self.buckets, value)
 
     def describe(self) -> list[Metric]:
         return [HistogramMetricFamily(self.name, self.documentation, labels=self._labelnames)]
 
     def collect(self) -> list[Metric]:
-        family = HistogramMetricFamily(self.name, self.documentation, labels=self._labelnames)
-        for labels, cells in [(k, list(v)) for k, v in dict(self.cells).items()]:
-            running, buckets = 0.0, []
-            for le, n in zip(self._le, cells, strict=False):
-                running += n
-                buckets.append((le, running))
-            family.add_metric(labels, buckets, sum_value=cells[-1])
-        return [family]
+        return [histogram_family(self.name, self.documentation, self._labelnames, self._le,
+                                 self.cells)]
