@@ -121,7 +121,7 @@ class Pool:
 
     def submit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
                arrived: float | None = None, codec: ToolCallCodec | None = None,
-               json_data: bool = False) -> dict:
+               json_data: bool = False, read_only: bool = False) -> dict:
         """Run one job and return its envelope within ``timeout_ms`` (plus a small grace).
 
         ``arrived`` (a ``time.monotonic()``): when the request that asks for the job arrived,
@@ -131,14 +131,18 @@ class Pool:
         in this process then does not look it up again). ``json_data``: the payload is JSON
         data as ``orjson.loads`` gives it (dicts with string keys, lists, strings, numbers,
         booleans, None); a job given its codec and run in this process then takes it as it
-        is, without encoding it (the envelope is the same).
+        is, without encoding it (the envelope is the same). ``read_only`` (with ``json_data``):
+        the caller only reads the envelope, never changes what it holds, and encodes it
+        again; a job run in this process then answers its envelope as made, checked for its
+        encoding but not decoded from it, so that values in it may be the payload's or the
+        codec's own (encoded, it is byte for byte what it would be otherwise).
         Never raises: a bad op, budget or oversized payload is answered at once.
         """
         start = time.monotonic()
         ms, refused, rest = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        here = self._run_inline(op, payload, ms, arrived, codec, json_data, rest)
+        here = self._run_inline(op, payload, ms, arrived, codec, json_data, rest, read_only)
         if here is not None:
             return here
         return self._impl.submit(op, payload, timeout_ms=ms, **_arrival(arrived))
@@ -183,13 +187,13 @@ class Pool:
 
     async def asubmit(self, op: str, payload: dict, *, timeout_ms: float | None = None,
                       arrived: float | None = None, codec: ToolCallCodec | None = None,
-                      json_data: bool = False) -> dict:
+                      json_data: bool = False, read_only: bool = False) -> dict:
         """Like :meth:`submit`, awaitable; the event loop stays free while the job runs."""
         start = time.monotonic()
         ms, refused, rest = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
             return self._answer_now(op, start, refused)
-        here = self._run_inline(op, payload, ms, arrived, codec, json_data, rest)
+        here = self._run_inline(op, payload, ms, arrived, codec, json_data, rest, read_only)
         if here is not None:
             return here
         native = getattr(self._impl, "asubmit", None)
@@ -200,7 +204,7 @@ class Pool:
 
     def _run_inline(self, op: str, payload: dict, ms: float, arrived: float | None,
                     known: ToolCallCodec | None = None, json_data: bool = False,
-                    rest: int | None = None) -> dict | None:
+                    rest: int | None = None, read_only: bool = False) -> dict | None:
         """The envelope of the job run in this process, or None if it does not run here."""
         inline = self._inline
         if inline is None:
@@ -208,7 +212,8 @@ class Pool:
         codec = inline.takes(op, payload, known, rest)
         # json_data holds for the payload the caller gave with the codec it found for it
         return None if codec is None else inline.run(op, payload, ms / 1000.0, arrived, codec,
-                                                     json_data and known is not None)
+                                                     json_data and known is not None,
+                                                     read_only)
 
     def _door(self, op: Any, payload: Any, timeout_ms: Any,
               codec: ToolCallCodec | None = None) -> tuple[float, dict | None, int | None]:

@@ -99,10 +99,12 @@ class Inline:
         return codec
 
     def run(self, op: str, payload: dict, budget_s: float, arrived: float | None = None,
-            codec: ToolCallCodec | None = None, json_data: bool = False) -> dict:
+            codec: ToolCallCodec | None = None, json_data: bool = False,
+            read_only: bool = False) -> dict:
         """Run the job now and return its complete envelope, counted on the metrics;
         ``codec``: what :meth:`takes` answered for it; ``json_data``: the payload is JSON
-        data as ``orjson.loads`` gives it (``toolcodec.worker.inline.run_here``)."""
+        data as ``orjson.loads`` gives it (``toolcodec.worker.inline.run_here``);
+        ``read_only``: the caller only reads the envelope (``run_built``)."""
         now = time.monotonic()
         start = now if arrived is None or arrived > now else arrived
         left = start + budget_s - now
@@ -115,7 +117,7 @@ class Inline:
             job_id, deadline = f"{self._id_prefix}{next(self._ids)}", time.time() + left
             try:
                 if json_data and codec is not None and op in GIVEN_OPS:  # made here: no dict
-                    out = run_built(op, job_id, payload, deadline, codec)
+                    out = run_built(op, job_id, payload, deadline, codec, read_only)
                 else:
                     out = run_here({"id": job_id, "op": op, "payload": payload,
                                     "deadline": deadline}, self.ceiling, codec, json_data)

@@ -9,6 +9,7 @@ import asyncio
 import copy
 import time
 
+import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 from toolcodec.decoding.codec import ToolCallCodec
@@ -59,8 +60,8 @@ def test_a_job_given_the_codec_found_for_it_answers_as_one_that_looks_it_up(payl
     assert run_here(job, None, codec) == run_here(job)
 
 
-def _built(job: dict, codec) -> dict:
-    return run_built(job["op"], job["id"], job["payload"], job["deadline"], codec)
+def _built(job: dict, codec, read_only: bool = False) -> dict:
+    return run_built(job["op"], job["id"], job["payload"], job["deadline"], codec, read_only)
 
 
 @pytest.mark.parametrize("payload", RUN_HERE_PAYLOADS.values(), ids=RUN_HERE_PAYLOADS)
@@ -75,6 +76,8 @@ def test_a_job_of_json_data_run_as_it_is_answers_as_its_encoding_does(payload) -
     assert here == run_here(job, None, codec)
     # run_built: the inline jobs' way for a job the pool made, its codec handed to the op
     assert _built(job, codec) == here
+    # read_only: not decoded from its bytes, but encoded it is the same, byte for byte
+    assert orjson.dumps(_built(job, codec, read_only=True)) == orjson.dumps(here)
     assert payload == before
     late = {**job, "deadline": time.time() - 1}  # picked up after its deadline: not run
     assert _built(late, codec)["status"] == "timeout"
@@ -92,6 +95,7 @@ def test_a_recorded_answer_run_as_json_data_answers_as_its_encoding_does(row) ->
     assert here == run_here(job, None, codec)
     assert here["result"] == expected(row)
     assert _built(job, codec) == here
+    assert orjson.dumps(_built(job, codec, read_only=True)) == orjson.dumps(here)
 
 
 class _Unencodable:
@@ -111,6 +115,32 @@ def test_a_result_that_cannot_be_encoded_is_the_same_internal_error_run_as_it_is
     assert here == run_here(job, None, _Unencodable())
     assert here["error"]["code"] == "internal_error" and "t-9" in here["error"]["message"]
     assert run_built("decode", "t-9", payload, job["deadline"], _Unencodable()) == here
+    assert run_built("decode", "t-9", payload, job["deadline"], _Unencodable(),
+                     read_only=True) == here
+
+
+class _Loose:
+    """A codec whose result holds what JSON's bytes do not keep: a tuple, NaN, a subclass."""
+
+    class Count(int):
+        pass
+
+    def decode(self, source, finish_reason=None):
+        return self
+
+    def to_dict(self) -> dict:
+        return {"ok": True, "calls": [{"name": "x", "arguments": {
+            "pair": (1, 2), "nan": float("nan"), "n": self.Count(3)}}]}
+
+
+def test_a_read_only_envelope_encodes_as_the_one_through_its_bytes() -> None:
+    payload = {"text": CALL, "tools": TOOLS}
+    deadline = time.time() + 60
+    through = run_built("decode", "t-4", payload, deadline, _Loose())
+    kept = run_built("decode", "t-4", payload, deadline, _Loose(), read_only=True)
+    assert through["result"]["calls"][0]["arguments"] == {"pair": [1, 2], "nan": None, "n": 3}
+    assert kept["result"]["calls"][0]["arguments"]["pair"] == (1, 2)  # as made: not decoded
+    assert orjson.dumps(kept) == orjson.dumps(through)
 
 
 class _Slow:
@@ -209,6 +239,14 @@ def test_ready_answers_the_codec_built_here_and_a_job_given_it_answers_the_same(
         there["result"]
     parsed = inline.submit("decode", payload, codec=codec, json_data=True)  # the proxy's way
     assert parsed["backend"] == "inline" and parsed["result"] == there["result"]
+    kept = asyncio.run(inline.asubmit("decode", payload, codec=codec, json_data=True,
+                                      read_only=True))
+    assert kept["backend"] == "inline"
+    assert orjson.dumps(kept["result"]) == orjson.dumps(there["result"])
+    # too big to run here: a worker's envelope, read_only or not
+    assert inline.submit("decode", {**payload, "message": {"role": "assistant", "content": (
+        CALL + " " * 100_000)}}, codec=codec, json_data=True, read_only=True)["backend"] \
+        == "process"
     assert inline.prepare(tools, options, built_here=True)  # only the workers are asked
     asked = list(inline.impl._prepared)
     # given the codec, the workers are asked with the same key, kept per codec, not encoded

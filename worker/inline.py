@@ -73,13 +73,27 @@ def _run_decoded(job: dict, ceiling: Limits | None, codec: ToolCallCodec) -> dic
 
 
 def run_built(op: str, job_id: str, payload: dict, deadline: float | None,
-              codec: ToolCallCodec) -> dict:
+              codec: ToolCallCodec, read_only: bool = False) -> dict:
     """``run_here`` with ``json_data`` for a job the caller made itself, well formed, of an
     op of ``GIVEN_OPS`` (``toolcodec.worker.jobs.run_given``), with the codec ``ready_here``
     found for its payload: the same envelope, without the job's dict, its shape checked again
-    or the context a looked-up codec needs."""
-    return _through_bytes(run_given(op, job_id, payload, deadline, codec),
-                          {"id": job_id, "op": op})
+    or the context a looked-up codec needs. ``read_only``: the caller only reads the envelope
+    and encodes it again, so it is checked for its encoding but not decoded from it (it may
+    then share values with the payload and the codec; encoded, it is a worker's)."""
+    out = run_given(op, job_id, payload, deadline, codec)
+    if read_only:
+        return _encodable(out, {"id": job_id, "op": op})
+    return _through_bytes(out, {"id": job_id, "op": op})
+
+
+def _encodable(out: dict, job: dict) -> dict:
+    """*out* if a worker could send it as it is (its encoding, to the byte, is then the
+    same as that of ``_through_bytes(out)``); else the worker's answer to it."""
+    try:
+        orjson.dumps(out)
+        return out
+    except Exception as exc:  # a result that cannot be encoded, as a worker answers it
+        return orjson.loads(orjson.dumps(internal_error(job, exc)))
 
 
 def _through_bytes(out: dict, job: dict) -> dict:

@@ -353,7 +353,7 @@ class ChatProxy:
             jobs.append(pool.asubmit("decode", {
                 "message": c["message"], "tools": tools, "options": options,
                 "finish_reason": _reason(c.get("finish_reason"))}, codec=codec,
-                json_data=True))
+                json_data=True, read_only=True))
         # One choice (nearly always): awaited as it is, without gather's task.
         with decode_span(prepared.upstream.get("model")) as span:  # toolcodec[otel]
             envelopes = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
