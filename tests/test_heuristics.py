@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from toolcodec.repair.heuristics import (
     HeuristicContext,
     HeuristicResult,
@@ -280,3 +282,29 @@ def test_same_value():
     assert not same_value({"a": 1}, {"a": True})
     assert not same_value([1], [1.0])
     assert not same_value({"a": 1}, {"b": 1})
+
+
+def _same_by_walk(a: object, b: object) -> bool:
+    """same_value's meaning, spelt out: the same classes and equal scalars, part by part."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_by_walk(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same_by_walk(x, y) for x, y in zip(a, b, strict=True))
+    return not a != b
+
+
+_NAN = float("nan")
+_SCALAR = st.one_of(st.sampled_from([0, 1, 1.0, True, False, None, "", "1", "x", _NAN, -0.0, 0.0]),
+                    st.text(max_size=3), st.integers(-3, 3))
+_FLAT = st.dictionaries(st.sampled_from(["a", "b", "c"]), _SCALAR, max_size=3)
+
+
+@given(_FLAT, _FLAT)
+def test_same_value_on_objects_of_scalars_is_the_walks_answer(a, b) -> None:
+    # the flat objects' way (compared in C) against the walk, NaN and 1 == 1.0 == True included
+    assert same_value(a, b) == _same_by_walk(a, b)
+    assert same_value(a, dict(a)) == _same_by_walk(a, dict(a))
+    nested = {"a": [a], "b": a}
+    assert same_value(nested, {"a": [b], "b": b}) == _same_by_walk(nested, {"a": [b], "b": b})

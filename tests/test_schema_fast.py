@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from toolcodec.schema.fast import compile_check
+from toolcodec.schema.fast import compile_check, is_json_data
 from toolcodec.schema.tools import ToolRegistry
 
 NAMES = ["a", "b", "c"]
@@ -93,3 +93,27 @@ def test_keywords_outside_the_subset_are_left_to_jsonschema() -> None:
                    {"oneOf": [{"type": "string"}]}, {"$schema": "http://json-schema.org/draft-07/schema#"},
                    {"items": [{"type": "string"}]}, {"enum": [1, "a"]}, False):
         assert compile_check(schema) is None, schema
+
+
+class _Text(str):
+    pass
+
+
+def _json_by_walk(value: object) -> bool:
+    """is_json_data's meaning, spelt out."""
+    if type(value) is dict:
+        return all(type(k) is str for k in value) and all(map(_json_by_walk, value.values()))
+    if type(value) is list:
+        return all(map(_json_by_walk, value))
+    return type(value) in (str, int, float, bool, type(None))
+
+
+_ODD = st.sampled_from([_Text("x"), (1,), {1}, b"x"])
+_KEYS = st.sampled_from(["a", "b", _Text("c")]) | st.integers(0, 2)
+
+
+@given(st.recursive(scalars | _ODD, lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(_KEYS, inner, max_size=3), max_leaves=8))
+def test_is_json_data_is_the_walks_answer(value) -> None:
+    # flat objects are told in C; anything else, and anything odd, by the walk
+    assert is_json_data(value) == _json_by_walk(value)

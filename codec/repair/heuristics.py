@@ -87,11 +87,21 @@ def check_heuristic(h: object, phase: Phase | None = None) -> None:
             raise TypeError(f"heuristic {hid!r} needs a callable {method}(ctx)")
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_TEXTS = frozenset({str, type(None)})
+
+
 def same_value(a: object, b: object) -> bool:
     """Equality that also compares types, so that ``1``, ``1.0`` and ``True`` differ.
 
     Iterative, so deeply nested values cannot exhaust the stack.
     """
+    if type(a) is dict and type(b) is dict and _SCALARS.issuperset(map(type, a.values())) \
+            and _SCALARS.issuperset(map(type, b.values())):  # most arguments: compared in C
+        if a != b:  # values == tells apart are not the same
+            return False
+        if _TEXTS.issuperset(map(type, a.values())) and _TEXTS.issuperset(map(type, b.values())):
+            return True  # equal strings and nulls are the same (numbers: 1 == 1.0 == True)
     pending = [(a, b)]
     while pending:
         x, y = pending.pop()
