@@ -6,6 +6,7 @@ import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolcodec.repair import normalize
 from toolcodec.repair.normalize import (
     BIDI_CONTROLS,
     _replace_surrogates_walk,
@@ -13,6 +14,7 @@ from toolcodec.repair.normalize import (
     replace_surrogates_in,
     strip_bidi,
 )
+from toolcodec.schema.budget import count_values
 
 LISTED = (
     ["\u200e", "\u200f"]
@@ -216,3 +218,34 @@ def test_surrogates_are_replaced_as_the_full_walk_replaces_them(value):
     assert got == _replace_surrogates_walk(value)
     if not got[1]:
         assert got[0] is value
+
+
+def _flat_ascii_by_loop(value: dict) -> bool:
+    """_flat_ascii's meaning, spelt out."""
+    return all(isinstance(k, str) and k.isascii() for k in value) and all(
+        (v.isascii() if isinstance(v, str) else not isinstance(v, dict | list))
+        for v in value.values())
+
+
+class _Key(str):
+    pass
+
+
+_FLAT_VALUES = st.one_of(st.text(max_size=4), st.sampled_from(["é", "\u200f", "a\u202eb"]),
+                         st.integers(), st.floats(allow_nan=True), st.booleans(), st.none(),
+                         st.sampled_from([[1], {"a": 1}, (1,), _Key("é")]))
+_FLAT_KEYS = st.one_of(st.text(max_size=3), st.sampled_from(["é", _Key("k"), 1]))
+
+
+@given(st.dictionaries(_FLAT_KEYS, _FLAT_VALUES, max_size=4))
+def test_flat_ascii_and_the_value_count_are_the_loops_answers(value) -> None:
+    assert normalize._flat_ascii(value) == _flat_ascii_by_loop(value)
+    walked, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        walked += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    assert count_values(value) == walked

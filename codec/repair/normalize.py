@@ -23,6 +23,8 @@ BIDI_CONTROLS: frozenset[str] = frozenset(
     "\u2066\u2067\u2068\u2069"  # isolates, POP DIRECTIONAL ISOLATE
 )
 
+_STR_ONLY = frozenset({str})
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 _BIDI_RE = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 # Lone surrogates cannot be encoded as UTF-8, so no JSON result could carry them.
@@ -134,6 +136,10 @@ def normalize_payload(
 def _flat_ascii(value: dict) -> bool:
     """Whether *value* holds no container and its keys and strings are ASCII, which has
     nothing to clean (see `_clean`) and nests one level only."""
+    # keys that are strings and values that are scalars (most arguments): told in C (the
+    # text of a number, a boolean or null is ASCII)
+    if _STR_ONLY.issuperset(map(type, value)) and _SCALARS.issuperset(map(type, value.values())):
+        return "".join(value).isascii() and "".join(map(str, value.values())).isascii()
     for key, item in value.items():
         if not (isinstance(key, str) and key.isascii()):
             return False

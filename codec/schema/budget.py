@@ -11,13 +11,13 @@ reports the arguments as not shown valid. Outside `spending` nothing is counted.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 # Steps allowed per argument value (scaled by what applies to one value), plus a floor.
 STEPS_PER_VALUE = 16
 STEPS_FLOOR = 4_096
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 class TooCostly(Exception):
@@ -51,6 +51,8 @@ def steps_for(arguments: Any, per_value: int) -> int:
 
 def count_values(value: Any) -> int:
     """How many values (containers and scalars) *value* holds, itself included."""
+    if type(value) is dict and _SCALARS.issuperset(map(type, value.values())):
+        return 1 + len(value)  # an object of scalars (most arguments): no walk
     count, stack = 0, [value]
     while stack:
         item = stack.pop()
@@ -62,12 +64,18 @@ def count_values(value: Any) -> int:
     return count
 
 
-@contextmanager
-def spending(steps: int) -> Iterator[None]:
-    """Count keyword evaluations in this thread against *steps* (nested budgets: innermost)."""
-    outer = getattr(_state, "left", None)
-    _state.left = steps
-    try:
-        yield
-    finally:
-        _state.left = outer
+class spending:  # noqa: N801 - used as a function: ``with spending(steps):``
+    """Count keyword evaluations in this thread against *steps* (nested budgets: innermost).
+    A class, not a generator: it opens around every validation that is not surely valid."""
+
+    __slots__ = ("steps", "outer")
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+
+    def __enter__(self) -> None:
+        self.outer = getattr(_state, "left", None)
+        _state.left = self.steps
+
+    def __exit__(self, *exc: object) -> None:
+        _state.left = self.outer
