@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+from toolcodec.pool.service.access import enter, leave
 from toolcodec.worker import logs
 
 from tests.serve_process import REPO_ROOT, ServeProcess
@@ -225,3 +226,21 @@ def test_a_proxied_answer_is_followed_to_the_rq_workers_job_line(
         serve.wait(30)
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(60)
+
+
+def test_a_requests_ids_come_from_its_last_id_and_trace_headers() -> None:
+    trace = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+    headers = [(b"x-request-id", b"first"), (b"traceparent", trace.encode()),
+               (b"content-type", b"application/json"), (b"x-request-id", b"second")]
+    scope, rid, tokens = enter({"type": "http", "headers": headers})
+    try:
+        # a repeated header counts by its last value; a usable id is kept, not added again
+        assert rid == "second" and scope["headers"] == headers
+        assert logs.REQUEST_ID.get() == "second" and logs.TRACE_ID.get() == "ab" * 16
+    finally:
+        leave(tokens)
+    unusable = [(b"x-request-id", b"two words"), (b"x-request-id", b"")]
+    scope, rid, tokens = enter({"type": "http", "headers": unusable})
+    leave(tokens)
+    assert len(rid) == 32 and scope["headers"] == [(b"x-request-id", rid.encode())]
+    assert logs.REQUEST_ID.get() is None  # the context as it was

@@ -62,12 +62,8 @@ def enter(scope: dict) -> tuple[dict, str, tuple[Any, ...]]:
     """The request's id (the client's usable ``X-Request-Id``, else a new one, then added to
     the headers of the scope answered) and trace id put in context: (scope, request id, the
     tokens :func:`leave` resets)."""
-    given = trace = None
-    for name, value in scope["headers"]:
-        if name == b"x-request-id":
-            given = value
-        elif name == b"traceparent":
-            trace = value
+    named = dict(scope["headers"])  # in C; a repeated header: its last value, as read before
+    given, trace = named.get(b"x-request-id"), named.get(b"traceparent")
     if given is not None and _USABLE_ID.fullmatch(given):
         rid = given.decode("ascii")
     else:
