@@ -195,6 +195,7 @@ def _follow_pointer(root: Any, pointer: str) -> Any:
 # (``ToolSpec.part_checks``, keyed by canonical JSON, which this never is).
 _FLAT_KEY = b"(flat)"
 _NOT_FLAT = object()
+_STR_ONLY = frozenset({str})
 _SCALAR_KEYS = frozenset({"type", "description", "title"})
 _ROOT_WALK_KEYS = frozenset({"$ref", "anyOf", "oneOf", "allOf"})
 
@@ -228,11 +229,9 @@ def _coerce_flat(arguments: Any, spec: ToolSpec, ctx: _Context) -> Any:
     through its type's converter, as the walk would take it (the one candidate, kept whether
     or not it fits), without the walk's look-ups and checks. ``_NO`` for anything else."""
     plan = _flat_plan(spec)
-    if plan is None or type(arguments) is not dict:
+    if plan is None or type(arguments) is not dict or not plan.keys() >= arguments.keys() \
+            or not _STR_ONLY.issuperset(map(type, arguments.values())):
         return _NO
-    for key, value in arguments.items():
-        if type(value) is not str or key not in plan:
-            return _NO
     out: dict | None = None
     props = spec.schema["properties"]
     for i, (key, value) in enumerate(arguments.items()):
@@ -507,6 +506,9 @@ def _null_texts(arguments: Any, schema: Any, ctx: _Context) -> Any:
     """XML text ``null`` is JSON null where the parameter's schema admits null, even where a
     string would fit too: a tag cannot write null any other way (Qwen3-Coder's own parser
     reads it so). Only the parameters themselves are text; nested values are JSON."""
+    if type(arguments) is dict and _STR_ONLY.issuperset(map(type, arguments.values())) \
+            and "null" not in "".join(arguments.values()):
+        return arguments  # no text reads null (most calls): nothing to look up
     schema = ctx.resolve(schema)
     if not isinstance(arguments, dict) or not isinstance(schema, dict):
         return arguments
