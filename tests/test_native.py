@@ -142,7 +142,8 @@ _ARGUMENTS = ['{"city": "Oslo"}', '{"city": "Oslo", "unit": "celsius"}', '{"city
               '{"hour": "6", "enabled": "false"}', '{"hour": 6}', '{"city": "Oslo"',
               "{'city': 'Oslo'}", '{"city": "Oslo",}', '{"city": "Oslo"}{"city": "Bern"}',
               '{"hour": 6} {"hour": 7}', '[1, 2]', '"Oslo"', "", "null", "{}",
-              '{"city": "\u202eOslo"}', {"city": "Oslo"}, {"hour": 7}, None]
+              '{"city": "\u202eOslo"}', {"city": "Oslo"}, {"hour": 7}, None,
+              {"city": "Os\ud800lo"}, '{"city": "Os\\ud800lo"}']  # a lone surrogate
 
 
 def _engine_read(codec: ToolCallCodec, message: dict, finish_reason: str | None) -> dict:

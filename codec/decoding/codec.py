@@ -219,6 +219,13 @@ class ToolCallCodec:
             short = valid_path.decode_valid(self, msg.content)
             if short is not None:
                 return _with_message_parts(short, msg)
+        elif not msg.content and (not self._prefill or msg.reasoning and msg.reasoning.strip()):
+            # native calls alone: no text to read, nothing open, so no engine to read it
+            asm = Assembly("")
+            self._add_native_calls(asm, msg, finish_reason, None)
+            result = asm.finish("native")
+            result.path = "native"
+            return _with_message_parts(result, msg)
         return self._engine_message(msg, finish_reason)
 
     def _engine_message(self, msg: native.NativeMessage,
@@ -230,7 +237,7 @@ class ToolCallCodec:
         if msg.content or eng.current is not None:
             eng.feed(msg.content, last=True)
             eng.finish(finish_reason)
-        else:  # native calls alone (content null): no text, nothing open, nothing to read
+        else:  # no text, nothing open: nothing to read
             eng.finish_reason = finish_reason
         return self.message_result(eng, msg)
 
@@ -245,21 +252,27 @@ class ToolCallCodec:
             result = eng.result()
         else:
             asm = eng.asm
-            last = len(msg.calls) - 1
-            for i, nc in enumerate(msg.calls):
-                # the output was cut off: the last call's arguments may be cut short
-                calls, errors = self._native_call(nc, cut=eng.finish_reason == "length"
-                                                  and i == last)
-                for call in calls:
-                    asm.calls.append(call)
-                    asm.repairs.extend(call.repairs)
-                    eng.native_events.append(eng._call_event(call))
-                asm.errors.extend(errors)
+            self._add_native_calls(asm, msg, eng.finish_reason, eng)
             if eng.envelopes or eng.known_shape:
                 asm.repairs.append("gate.mixed_formats")
             result = asm.finish("native")
             result.path = "native"
         return _with_message_parts(result, msg)
+
+    def _add_native_calls(self, asm: Assembly, msg: native.NativeMessage,
+                          finish_reason: str | None, eng: Any) -> None:
+        """The message's native calls into *asm*, each as *eng* (when there is one) sends it
+        as an event."""
+        last = len(msg.calls) - 1
+        for i, nc in enumerate(msg.calls):
+            # the output was cut off: the last call's arguments may be cut short
+            calls, errors = self._native_call(nc, cut=finish_reason == "length" and i == last)
+            for call in calls:
+                asm.calls.append(call)
+                asm.repairs.extend(call.repairs)
+                if eng is not None:
+                    eng.native_events.append(eng._call_event(call))
+            asm.errors.extend(errors)
 
     def _native_call(self, nc: native.NativeCall, *,
                      cut: bool = False) -> tuple[list[Call], list[CodecError]]:
