@@ -79,7 +79,15 @@ def compile_check(schema: Any) -> Check | None:
         return _always
     if len(checks) == 1:
         return checks[0]
-    return lambda v: all(check(v) for check in checks)
+    every = tuple(checks)
+
+    def all_of(v: Any) -> bool:  # a loop, not all() over a generator: one frame a call
+        for check in every:
+            if not check(v):
+                return False
+        return True
+
+    return all_of
 
 
 def _type(arg: Any, _schema: dict) -> Check | None:
@@ -102,14 +110,22 @@ def _properties(arg: Any, _schema: dict) -> Check | None:
         if check is not _always:
             subs[name] = check
     pairs = tuple(subs.items())
-    return lambda v: type(v) is not dict or all(c(v[k]) for k, c in pairs if k in v)
+
+    def properties(v: Any) -> bool:
+        if type(v) is dict:
+            for k, c in pairs:
+                if k in v and not c(v[k]):
+                    return False
+        return True
+
+    return properties
 
 
 def _required(arg: Any, _schema: dict) -> Check | None:
     if not isinstance(arg, list) or not all(isinstance(k, str) for k in arg):
         return None
-    keys = tuple(arg)
-    return lambda v: type(v) is not dict or all(k in v for k in keys)
+    keys = frozenset(arg)
+    return lambda v: type(v) is not dict or v.keys() >= keys
 
 
 def _additional(arg: Any, schema: dict) -> Check | None:
@@ -117,7 +133,7 @@ def _additional(arg: Any, schema: dict) -> Check | None:
     if not isinstance(known, dict):
         return None
     if arg is False:
-        return lambda v: type(v) is not dict or all(k in known for k in v)
+        return lambda v: type(v) is not dict or known.keys() >= v.keys()
     check = compile_check(arg)
     if check is None or check is _always:
         return check
