@@ -240,12 +240,11 @@ _FLAT_KEYS = st.one_of(st.text(max_size=3), st.sampled_from(["é", _Key("k"), 1]
 @given(st.dictionaries(_FLAT_KEYS, _FLAT_VALUES, max_size=4))
 def test_flat_ascii_and_the_value_count_are_the_loops_answers(value) -> None:
     assert normalize._flat_ascii(value) == _flat_ascii_by_loop(value)
-    walked, stack = 0, [value]
-    while stack:
-        item = stack.pop()
-        walked += 1
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    assert count_values(value) == walked
+    assert count_values(value) == _values_by_recursion(value)
+
+
+def _values_by_recursion(value: object) -> int:
+    """count_values' meaning, spelt out: itself and what its containers hold."""
+    parts = value.values() if isinstance(value, dict) else value \
+        if isinstance(value, list | tuple) else ()
+    return 1 + sum(map(_values_by_recursion, parts))
