@@ -80,26 +80,16 @@ def run_built(op: str, job_id: str, payload: dict, deadline: float | None,
     or the context a looked-up codec needs. ``read_only``: the caller only reads the envelope
     and encodes it again, so it is checked for its encoding but not decoded from it (it may
     then share values with the payload and the codec; encoded, it is a worker's)."""
-    out = run_given(op, job_id, payload, deadline, codec)
-    if read_only:
-        return _encodable(out, {"id": job_id, "op": op})
-    return _through_bytes(out, {"id": job_id, "op": op})
+    return _through_bytes(run_given(op, job_id, payload, deadline, codec),
+                          {"id": job_id, "op": op}, decoded=not read_only)
 
 
-def _encodable(out: dict, job: dict) -> dict:
-    """*out* if a worker could send it as it is (its encoding, to the byte, is then the
-    same as that of ``_through_bytes(out)``); else the worker's answer to it."""
+def _through_bytes(out: dict, job: dict, decoded: bool = True) -> dict:
+    """The envelope as a worker's bytes carry it; without *decoded*, *out* itself once it
+    is known to encode (to the same bytes)."""
     try:
-        orjson.dumps(out)
-        return out
-    except Exception as exc:  # a result that cannot be encoded, as a worker answers it
-        return orjson.loads(orjson.dumps(internal_error(job, exc)))
-
-
-def _through_bytes(out: dict, job: dict) -> dict:
-    """The envelope as a worker's bytes carry it."""
-    try:
-        return orjson.loads(orjson.dumps(out))
+        data = orjson.dumps(out)
+        return orjson.loads(data) if decoded else out
     except Exception as exc:  # a result that cannot be encoded, as a worker answers it
         return orjson.loads(orjson.dumps(internal_error(job, exc)))
 

@@ -221,11 +221,8 @@ class ToolCallCodec:
                 return _with_message_parts(short, msg)
         elif not msg.content and (not self._prefill or msg.reasoning and msg.reasoning.strip()):
             # native calls alone: no text to read, nothing open, so no engine to read it
-            asm = Assembly("")
-            self._add_native_calls(asm, msg, finish_reason, None)
-            result = asm.finish("native")
-            result.path = "native"
-            return _with_message_parts(result, msg)
+            return _with_message_parts(
+                self._native_result(Assembly(""), msg, finish_reason, None), msg)
         return self._engine_message(msg, finish_reason)
 
     def _engine_message(self, msg: native.NativeMessage,
@@ -251,18 +248,13 @@ class ToolCallCodec:
         if not msg.has_calls:
             result = eng.result()
         else:
-            asm = eng.asm
-            self._add_native_calls(asm, msg, eng.finish_reason, eng)
-            if eng.envelopes or eng.known_shape:
-                asm.repairs.append("gate.mixed_formats")
-            result = asm.finish("native")
-            result.path = "native"
+            result = self._native_result(eng.asm, msg, eng.finish_reason, eng)
         return _with_message_parts(result, msg)
 
-    def _add_native_calls(self, asm: Assembly, msg: native.NativeMessage,
-                          finish_reason: str | None, eng: Any) -> None:
-        """The message's native calls into *asm*, each as *eng* (when there is one) sends it
-        as an event."""
+    def _native_result(self, asm: Assembly, msg: native.NativeMessage,
+                       finish_reason: str | None, eng: Any) -> DecodeResult:
+        """*asm* (what the content gave, if anything) with the message's native calls, each
+        as *eng* (the content's engine, when there is one) sends it as an event."""
         last = len(msg.calls) - 1
         for i, nc in enumerate(msg.calls):
             # the output was cut off: the last call's arguments may be cut short
@@ -273,6 +265,11 @@ class ToolCallCodec:
                 if eng is not None:
                     eng.native_events.append(eng._call_event(call))
             asm.errors.extend(errors)
+        if eng is not None and (eng.envelopes or eng.known_shape):
+            asm.repairs.append("gate.mixed_formats")
+        result = asm.finish("native")
+        result.path = "native"
+        return result
 
     def _native_call(self, nc: native.NativeCall, *,
                      cut: bool = False) -> tuple[list[Call], list[CodecError]]:

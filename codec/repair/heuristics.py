@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from toolcodec.results.errors import CodecError
+from toolcodec.schema.fast import all_scalars
 
 Phase = Literal["pre-parse", "fallback-reparse", "post-parse"]
 PHASES: tuple[Phase, ...] = get_args(Phase)
@@ -87,7 +88,6 @@ def check_heuristic(h: object, phase: Phase | None = None) -> None:
             raise TypeError(f"heuristic {hid!r} needs a callable {method}(ctx)")
 
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 _TEXTS = frozenset({str, type(None)})
 
 
@@ -96,8 +96,8 @@ def same_value(a: object, b: object) -> bool:
 
     Iterative, so deeply nested values cannot exhaust the stack.
     """
-    if type(a) is dict and type(b) is dict and _SCALARS.issuperset(map(type, a.values())) \
-            and _SCALARS.issuperset(map(type, b.values())):  # most arguments: compared in C
+    if type(a) is dict and type(b) is dict and all_scalars(a.values()) \
+            and all_scalars(b.values()):  # most arguments: compared in C
         if a != b:  # values == tells apart are not the same
             return False
         if _TEXTS.issuperset(map(type, a.values())) and _TEXTS.issuperset(map(type, b.values())):

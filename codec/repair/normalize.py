@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 from toolcodec.results.errors import CodecError
+from toolcodec.schema.fast import all_scalars, all_strings
 
 BIDI_CONTROLS: frozenset[str] = frozenset(
     "\u200e\u200f"  # LEFT-TO-RIGHT MARK, RIGHT-TO-LEFT MARK
@@ -23,8 +24,6 @@ BIDI_CONTROLS: frozenset[str] = frozenset(
     "\u2066\u2067\u2068\u2069"  # isolates, POP DIRECTIONAL ISOLATE
 )
 
-_STR_ONLY = frozenset({str})
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 _BIDI_RE = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 # Lone surrogates cannot be encoded as UTF-8, so no JSON result could carry them.
@@ -138,7 +137,7 @@ def _flat_ascii(value: dict) -> bool:
     nothing to clean (see `_clean`) and nests one level only."""
     # keys that are strings and values that are scalars (most arguments): told in C (the
     # text of a number, a boolean or null is ASCII)
-    if _STR_ONLY.issuperset(map(type, value)) and _SCALARS.issuperset(map(type, value.values())):
+    if all_strings(value) and all_scalars(value.values()):
         return "".join(value).isascii() and "".join(map(str, value.values())).isascii()
     for key, item in value.items():
         if not (isinstance(key, str) and key.isascii()):

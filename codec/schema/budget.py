@@ -14,10 +14,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from toolcodec.schema.fast import all_scalars
+
 # Steps allowed per argument value (scaled by what applies to one value), plus a floor.
 STEPS_PER_VALUE = 16
 STEPS_FLOOR = 4_096
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 class TooCostly(Exception):
@@ -51,7 +52,7 @@ def steps_for(arguments: Any, per_value: int) -> int:
 
 def count_values(value: Any) -> int:
     """How many values (containers and scalars) *value* holds, itself included."""
-    if type(value) is dict and _SCALARS.issuperset(map(type, value.values())):
+    if type(value) is dict and all_scalars(value.values()):
         return 1 + len(value)  # an object of scalars (most arguments): no walk
     count, stack = 0, [value]
     while stack:

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from toolcodec.results.limits import DEFAULT_LIMITS, Limits
 from toolcodec.schema import patterns as schema_regex
-from toolcodec.schema.fast import compile_check, is_json_data
+from toolcodec.schema.fast import all_strings, compile_check, is_json_data
 from toolcodec.schema.tools import ToolSpec
 
 COERCE_INTEGER = "schema.coerce_integer"
@@ -195,7 +195,6 @@ def _follow_pointer(root: Any, pointer: str) -> Any:
 # (``ToolSpec.part_checks``, keyed by canonical JSON, which this never is).
 _FLAT_KEY = b"(flat)"
 _NOT_FLAT = object()
-_STR_ONLY = frozenset({str})
 _SCALAR_KEYS = frozenset({"type", "description", "title"})
 _ROOT_WALK_KEYS = frozenset({"$ref", "anyOf", "oneOf", "allOf"})
 
@@ -230,7 +229,7 @@ def _coerce_flat(arguments: Any, spec: ToolSpec, ctx: _Context) -> Any:
     or not it fits), without the walk's look-ups and checks. ``_NO`` for anything else."""
     plan = _flat_plan(spec)
     if plan is None or type(arguments) is not dict or not plan.keys() >= arguments.keys() \
-            or not _STR_ONLY.issuperset(map(type, arguments.values())):
+            or not all_strings(arguments.values()):
         return _NO
     out: dict | None = None
     props = spec.schema["properties"]
@@ -506,7 +505,7 @@ def _null_texts(arguments: Any, schema: Any, ctx: _Context) -> Any:
     """XML text ``null`` is JSON null where the parameter's schema admits null, even where a
     string would fit too: a tag cannot write null any other way (Qwen3-Coder's own parser
     reads it so). Only the parameters themselves are text; nested values are JSON."""
-    if type(arguments) is dict and _STR_ONLY.issuperset(map(type, arguments.values())) \
+    if type(arguments) is dict and all_strings(arguments.values()) \
             and "null" not in "".join(arguments.values()):
         return arguments  # no text reads null (most calls): nothing to look up
     schema = ctx.resolve(schema)

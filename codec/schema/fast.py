@@ -14,7 +14,7 @@ compiles to ``None``. The property tests in ``tests/test_schema_fast.py`` hold i
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 Check = Callable[[Any], bool]
@@ -33,12 +33,22 @@ _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 _STR_ONLY = frozenset({str})
 
 
+def all_scalars(values: Iterable[Any]) -> bool:
+    """Whether each of *values* is a ``str``, ``int``, ``float``, ``bool`` or ``None``, of
+    exactly that class; told in C (an object of them is most calls' arguments)."""
+    return _JSON_SCALARS.issuperset(map(type, values))
+
+
+def all_strings(values: Iterable[Any]) -> bool:
+    """Whether each of *values* is a ``str``, of exactly that class; told in C."""
+    return _STR_ONLY.issuperset(map(type, values))
+
+
 def is_json_data(value: Any) -> bool:
     """Whether ``value`` is made only of ``dict`` (with ``str`` keys), ``list``, ``str``,
     ``int``, ``float``, ``bool`` and ``None``, exactly those classes (no subclasses)."""
     # Most arguments: an object of scalars, told by two scans in C
-    if type(value) is dict and _STR_ONLY.issuperset(map(type, value)) \
-            and _JSON_SCALARS.issuperset(map(type, value.values())):
+    if type(value) is dict and all_strings(value) and all_scalars(value.values()):
         return True
     stack = [value]
     while stack:
