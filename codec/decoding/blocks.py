@@ -317,7 +317,7 @@ class BlockReader:
             try:
                 return orjson.loads(payload), [], []  # the well-formed case, at C speed
             except orjson.JSONDecodeError as exc:
-                refusal = exc
+                refusal = exc.with_traceback(None)  # no cycle through this frame
         res = repair_refused(payload, refusal, limits=self.limits)
         if not res.ok:
             return None, [], list(res.errors) or [

@@ -166,7 +166,9 @@ def _json_calls(codec: Any, body: str) -> list[Call] | None:
     try:
         shape = _call_shape(orjson.loads(body))
     except orjson.JSONDecodeError as exc:
-        shape, refusal = None, exc
+        # kept without its traceback, which would hold this frame (and, once it returns,
+        # every caller's) in a cycle until the garbage collector ran
+        shape, refusal = None, exc.with_traceback(None)
     if shape is not None:  # the block reader would validate it the same way
         name, arguments = shape
         result = codec.validate(name, arguments)

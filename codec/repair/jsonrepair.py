@@ -227,7 +227,7 @@ def _strict(text: str, limits: Limits, refusal: Exception | None = None) -> tupl
         try:
             value = orjson.loads(text)
         except Exception as exc:
-            refusal = exc
+            refusal = exc.with_traceback(None)  # no cycle through this frame
     if refusal is not None:
         if "surrogate" not in str(refusal):
             return False, None
