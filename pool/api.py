@@ -138,6 +138,10 @@ class Pool:
         codec's own (encoded, it is byte for byte what it would be otherwise).
         Never raises: a bad op, budget or oversized payload is answered at once.
         """
+        if codec is not None and json_data:
+            here = self._given_here(op, payload, timeout_ms, arrived, codec, read_only)
+            if here is not None:
+                return here
         start = time.monotonic()
         ms, refused, rest = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
@@ -189,6 +193,10 @@ class Pool:
                       arrived: float | None = None, codec: ToolCallCodec | None = None,
                       json_data: bool = False, read_only: bool = False) -> dict:
         """Like :meth:`submit`, awaitable; the event loop stays free while the job runs."""
+        if codec is not None and json_data:
+            here = self._given_here(op, payload, timeout_ms, arrived, codec, read_only)
+            if here is not None:
+                return here
         start = time.monotonic()
         ms, refused, rest = self._door(op, payload, timeout_ms, codec)
         if refused is not None:
@@ -201,6 +209,26 @@ class Pool:
             return await native(op, payload, timeout_ms=ms, **_arrival(arrived))
         return await asyncio.to_thread(self._impl.submit, op, payload, timeout_ms=ms,
                                        **_arrival(arrived))
+
+    def _given_here(self, op: str, payload: Any, timeout_ms: Any, arrived: float | None,
+                    codec: ToolCallCodec, read_only: bool) -> dict | None:
+        """The envelope of a job given its codec and JSON data when it runs in this process,
+        for the usual such job (a proxy's decode, on every request: a plain budget, tools, a
+        small rest): the door's checks and the inline ones in one step, each as
+        :meth:`_door` and :meth:`_run_inline` decide it. None sends the job the general way,
+        which answers every other one (refusals included)."""
+        inline = self._inline
+        if inline is None or type(payload) is not dict:
+            return None
+        ms = self.timeout_ms if timeout_ms is None else door.plain_budget_ms(timeout_ms)
+        tools = payload.get("tools")
+        if ms is None or type(tools) is not list or not tools:
+            return None
+        rest = door.json_size(payload, "tools")
+        if rest is None or not inline.fits(op, payload, rest) \
+                or rest + 6 + self._tools_size(codec, tools) > self.max_payload_chars:
+            return None
+        return inline.run(op, payload, ms / 1000.0, arrived, codec, True, read_only)
 
     def _run_inline(self, op: str, payload: dict, ms: float, arrived: float | None,
                     known: ToolCallCodec | None = None, json_data: bool = False,

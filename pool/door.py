@@ -47,6 +47,28 @@ def check_budget(timeout_ms: Any, default_ms: float) -> tuple[float | None, str 
     return min(float(timeout_ms), MAX_TIMEOUT_MS) / 1000.0, None
 
 
+def plain_budget_ms(timeout_ms: Any) -> float | None:
+    """*timeout_ms* as a budget in milliseconds if it is the usual kind (a number within
+    ``check_budget``'s bounds, not clamped); None for any other, which ``check_budget``
+    decides."""
+    kind = type(timeout_ms)
+    if (kind is float or kind is int) and 0 < timeout_ms <= MAX_TIMEOUT_MS:
+        return float(timeout_ms)
+    return None
+
+
+def json_size(payload: dict, without: str) -> int | None:
+    """The length of the JSON of *payload* without its field *without*: a bound of what
+    ``payload_size`` counts of the rest (see ``within``), encoded in C; None if it is not
+    JSON data."""
+    others = payload.copy()  # two calls in C, not a comprehension
+    others.pop(without, None)
+    try:
+        return len(orjson.dumps(others))
+    except TypeError:
+        return None
+
+
 def payload_size(payload: Any, stop_after: int) -> int:
     """Characters in the payload's strings plus one per container item, counted without
     encoding anything; stops counting once past *stop_after* (so the cost is bounded)."""
@@ -142,11 +164,8 @@ def rest_size(payload: dict, max_chars: int, tools_size: int, settles: int = 0) 
     the length of those fields' JSON, encoded in C (see ``within``), which settles both
     questions without counting."""
     if settles:
-        others = payload.copy()  # two calls in C, not a comprehension
-        others.pop("tools", None)
-        try:
-            bound = len(orjson.dumps(others))
-        except TypeError:  # not JSON data: counted as it is
+        bound = json_size(payload, "tools")
+        if bound is None:  # not JSON data: counted as it is
             bound = settles + 1
         if bound <= settles and bound + ("tools" in payload) * (6 + tools_size) <= max_chars:
             return bound

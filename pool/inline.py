@@ -98,6 +98,13 @@ class Inline:
             self._build_later(payload)
         return codec
 
+    def fits(self, op: Any, payload: dict, size: int) -> bool:
+        """Whether a job whose codec its caller found (``ready``) runs here, its payload
+        counting *size* without its tools (as ``takes`` decides, for a payload of the ops'
+        plain fields; one with any other field is for ``takes``)."""
+        return type(op) is str and op in OPS and size <= self.max_chars \
+            and _PLAIN_FIELDS.issuperset(payload)
+
     def run(self, op: str, payload: dict, budget_s: float, arrived: float | None = None,
             codec: ToolCallCodec | None = None, json_data: bool = False,
             read_only: bool = False) -> dict:

@@ -258,6 +258,67 @@ def test_ready_answers_the_codec_built_here_and_a_job_given_it_answers_the_same(
     assert inline.submit("decode", big, codec=codec)["backend"] == "process"
 
 
+# Jobs given their codec and JSON data (the proxy's decode) pass the door and the inline
+# checks in one step; every one of these must be answered as the general way answers it.
+GIVEN_CASES = {
+    "plain": ("decode", {}, None),
+    "budget given": ("decode", {}, 4000),
+    "budget int": ("decode", {}, 4000),
+    "budget zero": ("decode", {}, 0),
+    "budget negative": ("decode", {}, -5),
+    "budget nan": ("decode", {}, float("nan")),
+    "budget bool": ("decode", {}, True),
+    "budget text": ("decode", {}, "50"),
+    "budget over an hour": ("decode", {}, 1e12),
+    "finish_reason": ("decode", {"finish_reason": "length"}, None),
+    "unknown field": ("decode", {"tool": "x"}, None),
+    "fault field": ("decode", {"_sleep_s": 0.0}, None),
+    "text and message": ("decode", {"text": CALL}, None),
+    "too big to run here": ("decode", {"message": {"role": "assistant",
+                                                    "content": CALL + " " * 100_000}}, None),
+    "over the payload bound": ("decode", {"message": {"role": "assistant",
+                                                       "content": "x" * 2_100_000}}, None),
+    "tools empty": ("decode", {"tools": []}, None),
+    "another op": ("validate", {"name": "get_weather", "arguments": {"city": "Oslo"}}, None),
+    "an op not a string": (["decode"], {}, None),
+}
+
+
+@pytest.mark.parametrize("case", GIVEN_CASES.values(), ids=GIVEN_CASES)
+def test_a_job_given_its_codec_and_json_data_is_answered_as_any_other(pools, case) -> None:
+    inline, _, _ = pools
+    op, change, timeout_ms = case
+    message = {"role": "assistant", "content": CALL}
+    inline_ready(inline, "decode", {"message": message, "tools": TOOLS})
+    payload = {"message": message, "tools": TOOLS, **change}
+    codec = inline.ready(TOOLS)
+    assert codec is not None
+
+    def seen(out: dict) -> tuple:
+        return out["status"], out["backend"], orjson.dumps(out["result"]), out["error"]
+
+    given = inline.submit(op, payload, codec=codec, json_data=True, timeout_ms=timeout_ms)
+    general = inline.submit(op, copy.deepcopy(payload), codec=codec, timeout_ms=timeout_ms)
+    assert seen(given) == seen(general)
+    awaited = asyncio.run(inline.asubmit(op, payload, codec=codec, json_data=True,
+                                         read_only=True, timeout_ms=timeout_ms))
+    assert seen(awaited) == seen(general)
+
+
+def test_a_job_given_its_codec_within_the_inline_bound_but_over_the_payload_bound() -> None:
+    # small enough to run here, too big for the pool with its tools: refused either way
+    with Pool("process", workers=1, timeout_ms=5000, registry=CollectorRegistry(),
+              inline_max_chars=5000, max_payload_chars=3000) as pool:
+        message = {"role": "assistant", "content": CALL}
+        inline_ready(pool, "decode", {"message": message, "tools": TOOLS})
+        codec = pool.ready(TOOLS)
+        big = {"message": {"role": "assistant", "content": CALL + " " * 2900}, "tools": TOOLS}
+        general = pool.submit("decode", big, codec=codec)
+        given = pool.submit("decode", big, codec=codec, json_data=True, read_only=True)
+        assert general["error"]["code"] == "payload_too_large"
+        assert given == {**general, "elapsed_ms": given["elapsed_ms"]}
+
+
 def test_ready_keeps_the_codec_by_the_payloads_json(monkeypatch) -> None:
     runner = Inline(200, None)
     tools = [*TOOLS, {"type": "function", "function": {"name": "kept_probe", "parameters": {
