@@ -12,6 +12,7 @@ import httpx
 import openai
 import pytest
 import toolcodec as codec
+from toolcodec.pool.proxy.upstream import FORWARDED_HEADERS
 
 from tests.serve_process import ServeProcess
 from tests.upstream_standin import CASES, TOOLS
@@ -220,14 +221,17 @@ def test_streamed_chunks_keep_logprobs_and_the_system_fingerprint(proxy) -> None
 
 
 def test_only_authorization_and_allowed_headers_go_upstream(proxy, upstream) -> None:
-    httpx.post(proxy.url + "/v1/chat/completions", json={"model": "m", "messages": ask("prose")},
-               headers={"authorization": "Bearer client", "cookie": "session=secret",
-                        "x-custom": "1", "openai-organization": "org-1",
-                        "x-toolcodec-report": "1"})
+    allowed = {name: f"value of {name}" for name in FORWARDED_HEADERS}
+    allowed["x-request-id"] = "req-allowed-1"
+    allowed["traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    answer = httpx.post(proxy.url + "/v1/chat/completions",
+                        json={"model": "m", "messages": ask("prose")},
+                        headers={**allowed, "cookie": "session=secret", "x-custom": "1",
+                                 "x-stainless-os": "Linux", "x-toolcodec-report": "1"})
     seen = httpx.get(upstream.url + "/_last").json()["headers"]
-    assert seen["authorization"] == "Bearer client"
-    assert seen["openai-organization"] == "org-1"
-    assert not {"cookie", "x-custom", "x-toolcodec-report"} & set(seen)
+    assert {name: seen.get(name) for name in allowed} == allowed
+    assert not {"cookie", "x-custom", "x-stainless-os", "x-toolcodec-report"} & set(seen)
+    assert "toolcodec" in answer.json()  # the report header was read, not forwarded
 
 
 def test_an_upstream_answer_of_the_wrong_shape_is_a_clean_502(proxy) -> None:

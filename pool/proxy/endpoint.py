@@ -19,13 +19,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from toolcodec.pool.proxy.chat import UNDECODED_HEADER, ChatProxy, invalid_request
+from toolcodec.pool.proxy.chat import REPORT_HEADER, UNDECODED_HEADER, ChatProxy, invalid_request
+from toolcodec.pool.proxy.upstream import FORWARDED_HEADERS
 from toolcodec.pool.service.app import asgi_headers, send_json
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
+# The request headers the chat route reads: what goes upstream, the report switch and the
+# body's declared size. A client sends a dozen or more; the others are never decoded.
+_READ_HEADERS = frozenset(name.encode("latin-1") for name in (
+    *FORWARDED_HEADERS, REPORT_HEADER, "content-length"))
 _SSE_TYPE = [(b"content-type", b"text/event-stream; charset=utf-8"),
              (b"cache-control", b"no-cache")]
 
@@ -38,7 +43,7 @@ class ChatEndpoint:
         self.proxy, self.max_body = proxy, max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = read_headers(scope["headers"])
         raw, problem = await request_body(receive, headers.get("content-length"),
                                           self.max_body)
         if problem is not None:
@@ -57,6 +62,14 @@ class ChatEndpoint:
             return
         status, answer, extra = await self.proxy.complete(body, headers, raw)
         await send_json(send, status, answer, extra)
+
+
+def read_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The headers the chat route reads, decoded, from an ASGI scope's (whose names are lower
+    case); a repeated one: its last value."""
+    named = dict(raw)  # in C
+    return {name.decode("latin-1"): named[name].decode("latin-1")
+            for name in named.keys() & _READ_HEADERS}
 
 
 async def request_body(receive: Receive, declared: str | None, max_body: int
