@@ -112,8 +112,9 @@ class Pool:
         )
         self._threads: ThreadPoolExecutor | None = None
         self._tool_sizes: dict[int, tuple[Any, int]] = {}  # id(codec): (codec, tools' size)
-        # id(codec): (codec, the workers' key for its tool set, see ``prepare``)
-        self._prepare_keys: dict[int, tuple[Any, bytes | None]] = {}
+        # id(codec): (codec, the workers' key for its tool set, when they may be asked again,
+        # their last answer), see ``prepare``
+        self._prepare_keys: dict[int, tuple[Any, bytes | None, float, bool]] = {}
         # Jobs run inline apply the same ceilings as the workers: the pool's, else the
         # environment the process backend's workers inherit from this process.
         self._inline = Inline(inline_max_chars, ceiling or operator_limits(), self.metrics) \
@@ -306,23 +307,31 @@ class Pool:
         the tools are not JSON data. ``built_here``: :meth:`ready` has just found them built in
         this process; only the workers are asked. ``codec``: what :meth:`ready` answered for
         them (implies ``built_here``): the workers' key for the tool set (its canonical JSON)
-        is then kept per codec, not encoded for every call (a proxy asks on every request).
+        is then kept per codec, not encoded for every call (a proxy asks on every request),
+        and the workers are asked at most every :data:`PREPARE_AGAIN_S` for it (the answer
+        in between is the last one).
         """
-        if self._inline is not None and not built_here and codec is None:
+        if codec is not None:
+            held = self._prepare_keys.get(id(codec))
+            if held is not None and held[0] is codec and time.monotonic() < held[2]:
+                return held[3]  # asked a moment ago: the workers have it in hand
+        elif self._inline is not None and not built_here:
             self._inline.prepare(_codec_payload(tools, options))
         native = getattr(self._impl, "prepare", None)
         if native is None:
             return False
         if codec is None:
             return bool(native(tools, options))
-        held = self._prepare_keys.get(id(codec))
         if held is None or held[0] is not codec:
             if len(self._prepare_keys) >= _TOOL_SIZES:
                 self._prepare_keys.clear()
             # tools of the same canonical JSON build the same codec: one key serves them all
-            held = self._prepare_keys[id(codec)] = (
-                codec, _prepare_key(_codec_payload(tools, options)))
-        return bool(native(tools, options, key=held[1])) if held[1] is not None else False
+            key = _prepare_key(_codec_payload(tools, options))
+        else:
+            key = held[1]
+        taken = bool(native(tools, options, key=key)) if key is not None else False
+        self._prepare_keys[id(codec)] = (codec, key, time.monotonic() + PREPARE_AGAIN_S, taken)
+        return taken
 
     def stream(self, tools: list[dict] | None = None, *, timeout_ms: float | None = None,
                id_prefix: str | None = None, **options: Any) -> Any:
@@ -359,6 +368,9 @@ def _arrival(arrived: float | None) -> dict[str, float]:
     return {} if arrived is None else {"arrived": arrived}
 
 
+# A codec's tool set is asked of the workers again after this long at the earliest: each ask
+# keeps it among the tool sets they hold ready, and a proxy asks on every request.
+PREPARE_AGAIN_S = 1.0
 _TOOL_SIZES = 64  # codecs whose tools' size (and prepare key) is kept (the cache holds fewer)
 
 

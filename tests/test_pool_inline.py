@@ -13,7 +13,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 from toolcodec.decoding.codec import ToolCallCodec
-from toolcodec.pool import Pool
+from toolcodec.pool import Pool, api
 from toolcodec.pool.inline import Inline
 from toolcodec.pool.proxy.settings import job_options
 from toolcodec.worker.inline import build_here, ready_here, run_built, run_here
@@ -317,6 +317,28 @@ def test_a_job_given_its_codec_within_the_inline_bound_but_over_the_payload_boun
         given = pool.submit("decode", big, codec=codec, json_data=True, read_only=True)
         assert general["error"]["code"] == "payload_too_large"
         assert given == {**general, "elapsed_ms": given["elapsed_ms"]}
+
+
+def test_the_workers_are_asked_for_a_codecs_tool_set_at_most_every_so_often(
+        pools, monkeypatch) -> None:
+    inline, _, _ = pools
+    inline_ready(inline, "decode", {"message": {"role": "assistant", "content": CALL},
+                                    "tools": TOOLS})
+    codec = inline.ready(TOOLS)
+    asked = []
+    native = inline.impl.prepare
+    monkeypatch.setattr(inline.impl, "prepare",
+                        lambda *a, **k: asked.append(k.get("key")) or native(*a, **k))
+    inline._prepare_keys.clear()
+    monkeypatch.setattr(api, "PREPARE_AGAIN_S", 0.0)
+    assert inline.prepare(TOOLS, codec=codec)
+    assert inline.prepare(TOOLS, codec=codec)  # the interval passed: asked again, same key
+    assert len(asked) == 2 and asked[0] == asked[1] and asked[0] in inline.impl._prepared
+    monkeypatch.setattr(api, "PREPARE_AGAIN_S", 3600.0)
+    assert inline.prepare(TOOLS, codec=codec)  # asked, and not again for an hour
+    assert inline.prepare(TOOLS, codec=codec)  # within the interval: the last answer
+    assert asked[2:] == [asked[0]]
+    assert inline.prepare(TOOLS) and asked[3:] == [None]  # without the codec: every time
 
 
 def test_ready_keeps_the_codec_by_the_payloads_json(monkeypatch) -> None:
