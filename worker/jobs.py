@@ -58,7 +58,7 @@ def run_job(job: dict) -> dict:
     spent = [0.0]
     token = _BUILD_SPENT.set(spent)
     try:
-        return _run(op_name, job["id"], payload, deadline, None, spent)
+        return _run(op_name, job["id"], payload, deadline, spent)
     finally:
         _BUILD_SPENT.reset(token)
 
@@ -69,29 +69,41 @@ def run_given(op: str, job_id: str, payload: dict, deadline: float | None,
     object and a deadline: well formed, so not checked again) with the codec it found for
     the payload (``codec_ready``): the same checks of the payload, answer and envelope, the
     codec handed to the op instead of looked up. Nothing is built, so no build time moves
-    the deadline."""
-    return _run(op, job_id, payload, deadline, codec, None)
+    the deadline.
+
+    ``_run`` for such a job, written out in one frame: a proxy runs it for every answer."""
+    try:
+        if deadline is not None and (now := time.time()) >= deadline:
+            return _late(op, job_id, now - deadline, _PICKED_LATE)
+        if not PAYLOAD_FIELDS[op].issuperset(payload):
+            _check_fields(op, payload)
+        result = GIVEN_OPS[op](payload, codec)
+        if deadline is not None and (now := time.time()) > deadline:
+            return _late(op, job_id, now - deadline, _RAN_LATE)
+        return envelope(op, "ok", result=result)
+    except BadRequest as exc:
+        return _refused(op, exc)
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - as _run
+        return internal_error({"id": job_id, "op": op}, exc)
 
 
 def _run(op: str, job_id: str, payload: dict, deadline: float | None,
-         codec: ToolCallCodec | None, spent: list[float] | None) -> dict:
+         spent: list[float]) -> dict:
     """A well-formed job run: its envelope, whatever happens (``run_job``'s contract)."""
     try:
         if deadline is not None and (now := time.time()) >= deadline:
-            return _late(op, job_id, now - deadline,
-                         "was picked up {ms} ms after its deadline; not run")
-        # run_given's op is one of GIVEN_OPS, which take the codec it found
-        handler = _handler_for(op) if codec is None else GIVEN_OPS[op]
+            return _late(op, job_id, now - deadline, _PICKED_LATE)
+        handler = _handler_for(op)
         _check_fields(op, payload)
-        result = handler(payload) if codec is None else handler(payload, codec)
+        result = handler(payload)
         # An answer finished after the deadline is not one: whether it counted would depend on
         # how soon the caller woke (a caller on time has already answered timeout), not on
         # the job. Building the job's codec was not parsing: the deadline moves by its time.
-        grace = spent[0] if spent is not None else 0.0
-        if deadline is not None and (now := time.time()) > deadline + grace:
-            deadline += grace
-            return _late(op, job_id, now - deadline,
-                         "ran {ms} ms past its deadline; its answer is not used")
+        if deadline is not None and (now := time.time()) > deadline + spent[0]:
+            deadline += spent[0]
+            return _late(op, job_id, now - deadline, _RAN_LATE)
         return envelope(op, "ok", result=result)
     except BadRequest as exc:
         return _refused(op, exc)
@@ -100,6 +112,10 @@ def _run(op: str, job_id: str, payload: dict, deadline: float | None,
     except BaseException as exc:  # noqa: BLE001 - the worker must answer, whatever the codec
         # did; a Rust extension's PanicException is a BaseException too
         return internal_error({"id": job_id, "op": op}, exc)
+
+
+_PICKED_LATE = "was picked up {ms} ms after its deadline; not run"
+_RAN_LATE = "ran {ms} ms past its deadline; its answer is not used"
 
 
 def _refused(op: str, exc: BadRequest) -> dict:
