@@ -69,40 +69,31 @@ def run_given(op: str, job_id: str, payload: dict, deadline: float | None,
     object and a deadline: well formed, so not checked again) with the codec it found for
     the payload (``codec_ready``): the same checks of the payload, answer and envelope, the
     codec handed to the op instead of looked up. Nothing is built, so no build time moves
-    the deadline.
-
-    ``_run`` for such a job, written out in one frame: a proxy runs it for every answer."""
-    try:
-        if deadline is not None and (now := time.time()) >= deadline:
-            return _late(op, job_id, now - deadline, _PICKED_LATE)
-        if not PAYLOAD_FIELDS[op].issuperset(payload):
-            _check_fields(op, payload)
-        result = GIVEN_OPS[op](payload, codec)
-        if deadline is not None and (now := time.time()) > deadline:
-            return _late(op, job_id, now - deadline, _RAN_LATE)
-        return envelope(op, "ok", result=result)
-    except BadRequest as exc:
-        return _refused(op, exc)
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - as _run
-        return internal_error({"id": job_id, "op": op}, exc)
+    the deadline."""
+    return _run(op, job_id, payload, deadline, None, codec)
 
 
 def _run(op: str, job_id: str, payload: dict, deadline: float | None,
-         spent: list[float]) -> dict:
-    """A well-formed job run: its envelope, whatever happens (``run_job``'s contract)."""
+         spent: list[float] | None, codec: ToolCallCodec | None = None) -> dict:
+    """A well-formed job run: its envelope, whatever happens (``run_job``'s contract);
+    ``codec``: the one ``run_given``'s caller found (the op one of ``GIVEN_OPS``)."""
     try:
         if deadline is not None and (now := time.time()) >= deadline:
             return _late(op, job_id, now - deadline, _PICKED_LATE)
-        handler = _handler_for(op)
-        _check_fields(op, payload)
-        result = handler(payload)
+        if codec is None:
+            handler = _handler_for(op)
+            _check_fields(op, payload)
+            result = handler(payload)
+        else:  # every proxied answer: the fields' check is a call only for a stray field
+            if not PAYLOAD_FIELDS[op].issuperset(payload):
+                _check_fields(op, payload)
+            result = GIVEN_OPS[op](payload, codec)
         # An answer finished after the deadline is not one: whether it counted would depend on
         # how soon the caller woke (a caller on time has already answered timeout), not on
         # the job. Building the job's codec was not parsing: the deadline moves by its time.
-        if deadline is not None and (now := time.time()) > deadline + spent[0]:
+        if deadline is not None and spent is not None:
             deadline += spent[0]
+        if deadline is not None and (now := time.time()) > deadline:
             return _late(op, job_id, now - deadline, _RAN_LATE)
         return envelope(op, "ok", result=result)
     except BadRequest as exc:
