@@ -262,7 +262,7 @@ def test_ready_answers_the_codec_built_here_and_a_job_given_it_answers_the_same(
 # checks in one step; every one of these must be answered as the general way answers it.
 GIVEN_CASES = {
     "plain": ("decode", {}, None),
-    "budget given": ("decode", {}, 4000),
+    "budget given": ("decode", {}, 4000.0),
     "budget int": ("decode", {}, 4000),
     "budget zero": ("decode", {}, 0),
     "budget negative": ("decode", {}, -5),
@@ -330,7 +330,7 @@ def test_the_workers_are_asked_for_a_codecs_tool_set_at_most_every_so_often(
     monkeypatch.setattr(inline.impl, "prepare",
                         lambda *a, **k: asked.append(k.get("key")) or native(*a, **k))
     inline._prepare_keys.clear()
-    monkeypatch.setattr(api, "PREPARE_AGAIN_S", 0.0)
+    monkeypatch.setattr(api, "PREPARE_AGAIN_S", -1.0)  # already passed when it is kept
     assert inline.prepare(TOOLS, codec=codec)
     assert inline.prepare(TOOLS, codec=codec)  # the interval passed: asked again, same key
     assert len(asked) == 2 and asked[0] == asked[1] and asked[0] in inline.impl._prepared
