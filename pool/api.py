@@ -225,9 +225,9 @@ class Pool:
         tools = payload.get("tools")
         if ms is None or type(tools) is not list or not tools:
             return None
-        rest = door.json_size(payload, "tools")
-        if rest is None or not inline.fits(op, payload, rest) \
-                or rest + 6 + self._tools_size(codec, tools) > self.max_payload_chars:
+        rest = door.rest_size(payload, self.max_payload_chars, self._tools_size(codec, tools),
+                              inline.max_chars)
+        if rest is None or not inline.fits(op, payload, rest):
             return None
         return inline.run(op, payload, ms / 1000.0, arrived, codec, True, read_only)
 

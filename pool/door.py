@@ -32,21 +32,6 @@ def default_max_payload_chars(ceiling: Limits | None = None) -> int:
     return (ceiling or operator_limits()).max_chars + PAYLOAD_SLACK_CHARS
 
 
-def check_budget(timeout_ms: Any, default_ms: float) -> tuple[float | None, str | None]:
-    """``(budget in seconds, None)`` or ``(None, why the value is refused)``."""
-    if timeout_ms is None:
-        timeout_ms = default_ms
-    kind = type(timeout_ms)
-    if (kind is float or kind is int) and 0 < timeout_ms <= MAX_TIMEOUT_MS:  # the usual one
-        return timeout_ms / 1000.0, None
-    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int | float):
-        return None, f"timeout_ms must be a number, got {type(timeout_ms).__name__}"
-    if not math.isfinite(timeout_ms) or timeout_ms <= 0:
-        return None, f"timeout_ms must be a positive, finite number of milliseconds, " \
-                     f"got {timeout_ms!r}"
-    return min(float(timeout_ms), MAX_TIMEOUT_MS) / 1000.0, None
-
-
 def plain_budget_ms(timeout_ms: Any) -> float | None:
     """*timeout_ms* as a budget in milliseconds if it is the usual kind (a number within
     ``check_budget``'s bounds, not clamped); None for any other, which ``check_budget``
@@ -57,16 +42,19 @@ def plain_budget_ms(timeout_ms: Any) -> float | None:
     return None
 
 
-def json_size(payload: dict, without: str) -> int | None:
-    """The length of the JSON of *payload* without its field *without*: a bound of what
-    ``payload_size`` counts of the rest (see ``within``), encoded in C; None if it is not
-    JSON data."""
-    others = payload.copy()  # two calls in C, not a comprehension
-    others.pop(without, None)
-    try:
-        return len(orjson.dumps(others))
-    except TypeError:
-        return None
+def check_budget(timeout_ms: Any, default_ms: float) -> tuple[float | None, str | None]:
+    """``(budget in seconds, None)`` or ``(None, why the value is refused)``."""
+    if timeout_ms is None:
+        timeout_ms = default_ms
+    usual = plain_budget_ms(timeout_ms)
+    if usual is not None:
+        return usual / 1000.0, None
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int | float):
+        return None, f"timeout_ms must be a number, got {type(timeout_ms).__name__}"
+    if not math.isfinite(timeout_ms) or timeout_ms <= 0:
+        return None, f"timeout_ms must be a positive, finite number of milliseconds, " \
+                     f"got {timeout_ms!r}"
+    return min(float(timeout_ms), MAX_TIMEOUT_MS) / 1000.0, None
 
 
 def payload_size(payload: Any, stop_after: int) -> int:
@@ -164,8 +152,11 @@ def rest_size(payload: dict, max_chars: int, tools_size: int, settles: int = 0) 
     the length of those fields' JSON, encoded in C (see ``within``), which settles both
     questions without counting."""
     if settles:
-        bound = json_size(payload, "tools")
-        if bound is None:  # not JSON data: counted as it is
+        others = payload.copy()  # two calls in C, not a comprehension
+        others.pop("tools", None)
+        try:
+            bound = len(orjson.dumps(others))
+        except TypeError:  # not JSON data: counted as it is
             bound = settles + 1
         if bound <= settles and bound + ("tools" in payload) * (6 + tools_size) <= max_chars:
             return bound

@@ -44,8 +44,8 @@ from toolcodec.results.errors import BAD_REQUEST
 from toolcodec.results.limits import Limits
 from toolcodec.worker.deadlines import shed_envelope
 from toolcodec.worker.envelope import complete, error_envelope
-from toolcodec.worker.inline import build_here, ready_here, run_here, through_bytes
-from toolcodec.worker.jobs import GIVEN_OPS, PAYLOAD_FIELDS, run_given
+from toolcodec.worker.inline import build_here, ready_here, run_built, run_here
+from toolcodec.worker.jobs import GIVEN_OPS, PAYLOAD_FIELDS
 from toolcodec.worker.metrics import Metrics
 
 BACKEND = "inline"
@@ -111,8 +111,7 @@ class Inline:
         """Run the job now and return its complete envelope, counted on the metrics;
         ``codec``: what :meth:`takes` answered for it; ``json_data``: the payload is JSON
         data as ``orjson.loads`` gives it (``toolcodec.worker.inline.run_here``);
-        ``read_only``: the caller only reads the envelope
-        (``toolcodec.worker.inline.run_built``)."""
+        ``read_only``: the caller only reads the envelope (``run_built``)."""
         now = time.monotonic()
         start = now if arrived is None or arrived > now else arrived
         left = start + budget_s - now
@@ -124,9 +123,7 @@ class Inline:
         else:
             job_id, deadline = f"{self._id_prefix}{next(self._ids)}", time.time() + left
             if json_data and codec is not None and op in GIVEN_OPS:  # made here: no dict
-                # run_built's steps in this frame: the proxy's path, every answer
-                out = through_bytes(run_given(op, job_id, payload, deadline, codec), op, job_id,
-                                    decoded=not read_only)
+                out = run_built(op, job_id, payload, deadline, codec, read_only)
             else:
                 try:
                     out = run_here({"id": job_id, "op": op, "payload": payload,

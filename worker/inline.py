@@ -69,7 +69,7 @@ def _run_decoded(job: dict, ceiling: Limits | None, codec: ToolCallCodec) -> dic
     finally:
         GIVEN_CODEC.reset(given)
         CEILING.reset(token)
-    return through_bytes(out, job.get("op"), job.get("id"))
+    return _through_bytes(out, job.get("op"), job.get("id"))
 
 
 def run_built(op: str, job_id: str, payload: dict, deadline: float | None,
@@ -80,11 +80,11 @@ def run_built(op: str, job_id: str, payload: dict, deadline: float | None,
     or the context a looked-up codec needs. ``read_only``: the caller only reads the envelope
     and encodes it again, so it is checked for its encoding but not decoded from it (it may
     then share values with the payload and the codec; encoded, it is a worker's)."""
-    return through_bytes(run_given(op, job_id, payload, deadline, codec), op, job_id,
+    return _through_bytes(run_given(op, job_id, payload, deadline, codec), op, job_id,
                           decoded=not read_only)
 
 
-def through_bytes(out: dict, op: Any, job_id: Any, decoded: bool = True) -> dict:
+def _through_bytes(out: dict, op: Any, job_id: Any, decoded: bool = True) -> dict:
     """The envelope *out* of a job run here as a worker's bytes carry it (``op`` and
     ``job_id``: the job's, for an ``internal_error``); without *decoded*, *out* itself once
     it is known to encode (to the same bytes)."""

@@ -80,14 +80,10 @@ def _run(op: str, job_id: str, payload: dict, deadline: float | None,
     try:
         if deadline is not None and (now := time.time()) >= deadline:
             return _late(op, job_id, now - deadline, _PICKED_LATE)
-        if codec is None:
-            handler = _handler_for(op)
-            _check_fields(op, payload)
-            result = handler(payload)
-        else:  # every proxied answer: the fields' check is a call only for a stray field
-            if not PAYLOAD_FIELDS[op].issuperset(payload):
-                _check_fields(op, payload)
-            result = GIVEN_OPS[op](payload, codec)
+        # run_given's op is one of GIVEN_OPS, which take the codec it found
+        handler = _handler_for(op) if codec is None else GIVEN_OPS[op]
+        _check_fields(op, payload)
+        result = handler(payload) if codec is None else handler(payload, codec)
         # An answer finished after the deadline is not one: whether it counted would depend on
         # how soon the caller woke (a caller on time has already answered timeout), not on
         # the job. Building the job's codec was not parsing: the deadline moves by its time.
