@@ -124,6 +124,13 @@ TAKEN = [
     "'days': '3',}}\n</tool_call>",
     '<tool_call>{"name": "now", "arguments": {}}\n</think></tool_call>',
     "<think>  </think>",
+    # JSON in prose that validates: a call at the end of an output with no block
+    'Calling now {"name": "get_weather", "arguments": {"city": "Lima"}}',
+    '{"name": "get_weather", "arguments": {"city": "Lima", "days": "2"}} done.',
+    'functools [{"name": "now", "arguments": {}}, {"name": "get_weather", "arguments": '
+    '{"city": "P"}}]',
+    '<think>plan</think>\n{"type": "function", "function": {"name": "now", "parameters": {}}}',
+    'Use {"name": "get_weather", "arguments": "{\\"city\\": \\"P\\"}"} & be <quick>.',
 ]
 
 
@@ -170,6 +177,12 @@ DECLINED = {
     "a tag's value with markup": "<send_mail><to>x</to><body><b>hi</b></body></send_mail>",
     "a tag's invalid call": "<get_weather><city>P</city><days>0</days></get_weather>",
     "a tag's bidi control": "<send_mail><to>\u202e</to></send_mail>",
+    "JSON in prose, then a tool's tag": '{"name": "now", "arguments": {}} and <now></now>',
+    "JSON in prose, then a marker": '{"name": "now", "arguments": {}} [TOOL_CALLS]',
+    "JSON in bracketed prose": '(see [this: {"name": "now", "arguments": {}}])',
+    "JSON in prose naming an unknown tool": '{"name": "nope", "arguments": {}}',
+    "JSON in prose that does not validate": '{"name": "get_weather", "arguments": {}}',
+    "JSON in prose that only JSON reads": '{"name": "now", "arguments": {"n": NaN}}',
 }
 
 
@@ -282,8 +295,37 @@ def tool_tags(draw) -> str:
         tail.format(name))
 
 
-texts = st.tuples(_THOUGHT, st.lists(prose | blocks() | tool_tags(), max_size=5).map(
-    "".join)).map("".join)
+@st.composite
+def prose_json(draw) -> str:
+    """JSON in prose, near its edges: a call or not, valid or not, led by a call marker."""
+    name = draw(st.sampled_from(["get_weather", "send_mail", "now", "nope"]))
+    call = {"name": name, "arguments": draw(ARGUMENTS[name] | ARGUMENTS["now"])}
+    shape = draw(st.sampled_from(["call", "call", "list", "no args", "string args", "function",
+                                  "tool_calls", "other"]))
+    value: object = call
+    if shape == "list":
+        value = [call, {"name": "now", "arguments": {}}]
+    elif shape == "no args":
+        value = {"name": name}
+    elif shape == "string args":
+        value = {**call, "arguments": orjson.dumps(call["arguments"]).decode()}
+    elif shape == "function":
+        value = {"type": "function", "function": call}
+    elif shape == "tool_calls":
+        value = {"tool_calls": [call]}
+    elif shape == "other":
+        value = {"answer": call}
+    body = orjson.dumps(value).decode()
+    if draw(st.integers(0, 4)) == 0 and len(body) > 2:  # damage it, or make it JSON's own
+        cut = draw(st.integers(1, len(body) - 1))
+        body = body[:cut] + draw(st.sampled_from(["", ",", "'", "NaN", " ", '"', "}", "{"])
+                                 ) + body[cut + 1:]
+    lead = draw(st.sampled_from(["", "", "functools", "functools ", "[", "{", "(", "] "]))
+    return lead + body
+
+
+texts = st.tuples(_THOUGHT, st.lists(prose | blocks() | tool_tags() | prose_json(),
+                                     max_size=5).map("".join)).map("".join)
 
 
 @settings(max_examples=300)
@@ -304,6 +346,20 @@ def test_valid_calls_between_any_blanks_and_plain_prose(parts, tail):
 @given(texts, st.sampled_from(list(CODECS)), st.sampled_from([None, "stop", "length"]))
 def test_whatever_it_answers_is_the_engines_answer(text, codec, finish_reason):
     check(CODECS[codec], text, finish_reason)
+
+
+@settings(max_examples=400)
+@given(_THOUGHT, prose, prose_json(), prose, st.sampled_from(["", "", "<|im_end|>", "\n" * 2]))
+def test_json_in_prose_answers_as_the_engine_does(thought, before, value, after, end):
+    check(CODECS["default"], thought + before + value + after + end)
+
+
+@settings(max_examples=200)
+@given(_PLAIN, st.text(st.sampled_from("ab yzé\"\\<"), min_size=1, max_size=8),
+       st.integers(1, 9), _PLAIN)
+def test_a_valid_call_in_plain_prose_takes_the_short_way(before, city, days, after):
+    text = before + call_json("get_weather", {"city": city, "days": days}) + after
+    assert check(CODECS["default"], text), "the short way declined JSON in prose that is a call"
 
 
 @settings(max_examples=300)

@@ -85,6 +85,28 @@ def _loud(openers: Any) -> re.Pattern[str]:
                                                  else frozenset()))
 
 
+def marker_before(text: str, begin: int, start: int) -> int | None:
+    """Where a call marker (``functools``, blanks after it) ends ``text[begin:start]`` and so
+    leads the JSON candidate at *start*, if one does."""
+    head = text[max(begin, start - 80):start]
+    stripped = head.rstrip()
+    if len(head) - len(stripped) > _MARKER_WS:
+        return None
+    for marker in CALL_MARKERS:
+        if stripped.endswith(marker):
+            return start - (len(head) - len(stripped)) - len(marker)
+    return None
+
+
+def whole_value_end(text: str, start: int) -> int | None:
+    """Where the one whole JSON value at *start* of a final text ends (read at C speed), or
+    None when there is none."""
+    try:
+        return _WHOLE_VALUE.raw_decode(text, start)[1]
+    except (ValueError, RecursionError):
+        return None
+
+
 @dataclass(slots=True)
 class _Pending:
     """A JSON call in prose, waiting for the end of the output to be confirmed."""
@@ -139,7 +161,7 @@ class ProseReader:
 
     def _candidate(self, m: Any, final: bool) -> bool:
         start = m.start()
-        lead = self._marker_before(self.pos, start)
+        lead = marker_before(self.text, self.pos, start)
         self._free_text(self.pos, start if lead is None else lead, final, at_end=False)
         if self.depth > 0 or self.tries >= MAX_CANDIDATES:  # inside bracketed prose
             self._free_text(self.pos, start + 1, final, at_end=False)
@@ -155,11 +177,8 @@ class ProseReader:
         """Find where a JSON value (or a pythonic call list) ends: brackets outside strings."""
         text, i = self.text, cur.scan
         if final and cur.kind == "json" and i == cur.start:
-            try:
-                end = _WHOLE_VALUE.raw_decode(text, i)[1]
-            except (ValueError, RecursionError):  # not one whole value: the scan decides
-                pass
-            else:
+            end = whole_value_end(text, i)
+            if end is not None:  # else not one whole value: the scan decides
                 return self._decide(cur, text[cur.start:end], end, final)
         struct = _PY_STRUCT if cur.kind == "pycall" else _JSON_STRUCT
         while True:
@@ -239,16 +258,6 @@ class ProseReader:
         self._free_text(begin, cur.body_start if cur.kind == "fence" else cur.start + 1, final,
                         at_end=False)
         return True
-
-    def _marker_before(self, begin: int, start: int) -> int | None:
-        head = self.text[max(begin, start - 80):start]
-        stripped = head.rstrip()
-        if len(head) - len(stripped) > _MARKER_WS:
-            return None
-        for marker in CALL_MARKERS:
-            if stripped.endswith(marker):
-                return start - (len(head) - len(stripped)) - len(marker)
-        return None
 
     def _hold(self, pending: _Pending) -> None:
         if self.held is None:

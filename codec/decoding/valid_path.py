@@ -1,21 +1,24 @@
 """The short way for a valid answer: prose, and ``<tool_call>`` blocks or tool tags that hold a
-valid call.
+valid call, or one JSON call in prose.
 
 Most answers are plain prose, or prose and ``<tool_call>`` blocks holding Hermes JSON
 (``{"name": …, "arguments": {…}}``) or Qwen3-Coder's
-``<function=NAME><parameter=P>text</parameter></function>`` with plain values, or a tool's
-own tag (``<NAME><P>text</P></NAME>``), whose arguments match the schema; reasoning models
-put a ``<think>`` block first. For those the engine's general reading (openers, end rules,
-events) costs several times the reading of the calls themselves. ``decode_valid`` finds those
-shapes with ``str.find`` and reads each call as the engine's block reader would: strict JSON
-with one ``orjson.loads`` and one compiled validation, other JSON bodies (repaired, a list of
-calls, arguments as a string) with the block reader's own JSON reading, XML calls with their
-short way (``toolcodec.decoding.valid_xml``). It gives up (``None``) at the first thing it does
-not know for sure: anything in the prose or the reasoning that could begin markup, a block
-whose end the engine could place elsewhere, a body of another shape, a call that does not
-validate, a limit reached. The general reading then decodes the text from the start, so its
-answer is the reference: for every text this one answers, the answer is the same, spans
-included (property-tested against the engine in tests/test_valid_path.py).
+``<function=NAME><parameter=P>text</parameter></function>`` with plain values, or a tool's own
+tag (``<NAME><P>text</P></NAME>``), whose arguments match the schema; reasoning models put a
+``<think>`` block first. Others write the call as JSON in prose (``Calling now {"name": …}``),
+which counts as a call when no block follows it. For those the engine's general reading
+(openers, end rules, events) costs several times the reading of the calls themselves.
+``decode_valid`` finds those shapes with ``str.find`` and reads each call as the engine's block
+reader would: strict JSON with one ``orjson.loads`` and one compiled validation, other JSON
+bodies (repaired, a list of calls, arguments as a string) with the block reader's own JSON
+reading, XML calls with their short way (``toolcodec.decoding.valid_xml``), JSON in prose as
+the engine's prose reader decides it (one whole strict value of call shape, every call known
+and valid). It gives up (``None``) at the first thing it does not know for sure: anything in
+the prose or the reasoning that could begin markup, a block whose end the engine could place
+elsewhere, a body of another shape, a call that does not validate, a limit reached. The general
+reading then decodes the text from the start, so its answer is the reference: for every text
+this one answers, the answer is the same, spans included (property-tested against the engine in
+tests/test_valid_path.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from typing import Any
 
 import orjson
 from toolcodec.decoding.assembly import Assembly
+from toolcodec.decoding.prose_reader import marker_before, whole_value_end
+from toolcodec.decoding.textjson import call_pairs
 from toolcodec.decoding.valid_xml import read_valid_call
 from toolcodec.formats.builtin import FORMAT_ID, without_think_close
 from toolcodec.formats.hermes import ends_json_body
@@ -32,6 +37,7 @@ from toolcodec.formats.table import END_OF_GENERATION
 from toolcodec.repair.normalize import strip_bidi
 from toolcodec.repair.xmlcall import split_functions
 from toolcodec.results.result import Call, DecodeResult, unique_ids
+from toolcodec.scanning.bracket_depth import bracket_depth
 from toolcodec.scanning.envelopes import Block
 from toolcodec.scanning.openers import BODY_WS
 
@@ -48,6 +54,7 @@ _THINK, _THINK_CLOSE = "<think>", "</think>"  # the reasoning block (formats.rea
 _FUNCTION = "<function="  # the head of a Qwen3-Coder body
 _FUNCTION_FORMAT = FORMAT_ID["function"]
 _TAG_FORMAT = FORMAT_ID["tool_tag"]  # <NAME><P>…</P></NAME> in prose
+_PROSE_FORMAT = "json"  # a call written as JSON in prose
 
 
 def decode_valid(codec: Any, text: str) -> DecodeResult | None:
@@ -76,8 +83,11 @@ def decode_valid(codec: Any, text: str) -> DecodeResult | None:
     elif patterns.at_start(text):
         return None
     first = patterns.get(False)[1]
+    in_prose = False  # a call was read from JSON in prose: nothing else may open after it
     while True:
         start = text.find(_OPEN, pos)
+        if in_prose and start >= 0:
+            return None  # a block turns the JSON before it into prose (the engine's gate)
         stop = len(text) if start < 0 else start
         if _MARKUP_CHAR.search(text, pos, stop) is None:
             hint = first.search(text, pos)  # a registered family's opener of letters
@@ -87,6 +97,16 @@ def decode_valid(codec: Any, text: str) -> DecodeResult | None:
             # does not end with end-of-generation tokens, which the engine keeps apart)
             m = codec._openers.find(text, pos, False)
             if m is not None and m.start() < stop:
+                if in_prose:
+                    return None
+                if m.lastgroup == "json" and not blocks:
+                    found = _prose_json(codec, text, pos, m.start())
+                    if found is None:
+                        return None
+                    begin, pos, calls = found
+                    asm.add_calls(begin, pos, calls)
+                    in_prose = True
+                    continue
                 read = _tool_tag(codec, text, m) if tags and m.lastgroup == "tag" else None
                 if read is None:
                     return None
@@ -156,6 +176,33 @@ def _tool_tag(codec: Any, text: str, m: Any) -> tuple[int, list[Call]] | None:
     if read is None:
         return None
     return end, [Call(read[0], read[1], unique_ids(read[2]), format=_TAG_FORMAT)]
+
+
+def _prose_json(codec: Any, text: str, pos: int, start: int
+                ) -> tuple[int, int, list[Call]] | None:
+    """The span and calls of the JSON candidate at *start*, the first opener of prose read
+    from *pos*, when it is one whole strict value of call shape whose every call names a
+    known tool and validates, as the engine decides it (``ProseReader._decide``); else None
+    (inside bracketed prose, not JSON, not a call, a call that does not validate)."""
+    lead = marker_before(text, pos, start)
+    begin = start if lead is None else lead
+    if bracket_depth(text, pos, begin, 0):
+        return None  # JSON inside bracketed prose is prose
+    end = whole_value_end(text, start)
+    if end is None:
+        return None
+    try:
+        pairs = call_pairs(orjson.loads(text[start:end]))
+    except orjson.JSONDecodeError:
+        return None
+    if not pairs:
+        return None
+    ok, calls = codec._check_pairs(pairs)  # every tool known, every call valid
+    if not ok:
+        return None
+    for call in calls:
+        call.format = _PROSE_FORMAT
+    return begin, end, calls
 
 
 def _json_calls(codec: Any, body: str) -> list[Call] | None:
