@@ -5,7 +5,10 @@ from the real shape that showed it."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from toolcodec import ToolCallCodec
 from toolcodec.formats.presets import PRESETS
 
@@ -407,6 +410,22 @@ def test_merged_arguments_inside_an_envelope_are_two_calls() -> None:
     assert _calls(r) == [("read_file", {"path": "a.rs"}), ("read_file", {"path": "b.rs"})]
     for cut in range(0, len(text) + 1, 3):
         check(CODEC, text, [text[:cut], text[cut:]])
+
+
+@settings(max_examples=200)
+@given(st.lists(st.text(st.sampled_from("ab.rs \"\\{}[]"), max_size=6), min_size=2,
+                max_size=4),
+       st.lists(st.sampled_from(["", " ", "\n", "\t\r\n", "\u3000", "\x85", "\u2028"]),
+                min_size=5, max_size=5))
+def test_objects_in_a_row_are_split_whatever_the_blanks_between(paths, blanks) -> None:
+    arguments = "".join(blanks[i] + orjson.dumps({"path": p}).decode()
+                        for i, p in enumerate(paths)) + blanks[-1]
+    message = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read_file",
+                                                       "arguments": arguments}}]}
+    r = CODEC.decode(message)
+    assert _calls(r) == [("read_file", {"path": p}) for p in paths]
+    assert all("json.merged_calls_split" in c.repairs for c in r.calls) and r.ok
 
 
 @pytest.mark.parametrize("arguments", [

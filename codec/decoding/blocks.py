@@ -62,6 +62,8 @@ NORMALIZE_CLOSE_TAG = "xml.normalize_close_tag"
 _TOOL_CALL_CLOSE = "</tool_call>"
 _SEPARATORS = re.compile(r"[\s,;]*")
 _BLANKS = re.compile(r"\s*")
+# Where a second object follows one (what objects in a row hold, and one object does not).
+_NEXT_OBJECT = re.compile(r"\}\s*\{")
 _LINE_COL = re.compile(r"\(line \d+, column \d+\)")
 # JSON repairs that are fine in general but not for a call we are asked to trust.
 _REFUSED_REPAIRS = {
@@ -420,6 +422,8 @@ def _envelope_pairs(value: Any) -> list[tuple[str, Any]] | None:
 
 def _merged_objects(text: str) -> list[dict[str, Any]] | None:
     """Two or more JSON objects in a row, blanks between, each valid JSON (else None)."""
+    if _NEXT_OBJECT.search(text) is None:  # one object, cut or broken: not scanned
+        return None
     values: list[dict[str, Any]] = []
     pos = _BLANKS.match(text).end()
     while pos < len(text) and text[pos] == "{" and len(values) <= MAX_CALLS:
