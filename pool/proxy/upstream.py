@@ -131,6 +131,11 @@ class SSELines:
         self._size = 0
 
     def feed(self, part: bytes) -> list[bytes]:
+        if not self._size and part.find(b"\n") == len(part) - 2 and part.endswith(b"\n\n"):
+            # one whole event and its blank line, nothing before it (most parts of a stream)
+            if len(part) - 2 > self.limit:
+                raise too_large(self.limit)
+            return [part[5:].strip()] if part.startswith(b"data:") else []
         if b"\n" not in part:
             self._pending.append(part)
             self._size += len(part)
