@@ -5,11 +5,14 @@ the full parse."""
 from __future__ import annotations
 
 import json
+import re
 
 import orjson
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolcodec.pool.proxy.chunk_frame import ContentFrame
+from toolcodec.pool.proxy.stream import _SSEBody
+from toolcodec.pool.proxy.upstream import UpstreamError
 
 HEAD = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 7, "model": "m",
         "system_fingerprint": "fp_1"}
@@ -127,3 +130,98 @@ def test_whatever_bytes_come_a_text_read_by_the_frame_is_what_the_parse_reads(
     text = frame.text(bytes(line))
     if text is not None:
         assert orjson.loads(bytes(line)) == _chunk(text)
+
+
+# -- one whole SSE event read by the frame (``_SSEBody``'s short way) ------------------------
+
+
+@given(st.sampled_from(WRITERS), TEXTS, TEXTS)
+def test_an_event_read_by_its_frame_is_its_lines_text(write, first, other) -> None:
+    frame = ContentFrame.learn(write(_chunk(first)), _chunk(first))
+    assert frame is not None
+    line = write(_chunk(other))
+    assert frame.event_text(b"data: " + line + b"\n\n", 1 << 20) == other
+    assert frame.event_text(b"data: " + line + b"\n\n", len(line) + 6) == other
+    assert frame.event_text(b"data: " + line + b"\n\n", len(line) + 5) is None  # too long
+    for other_event in (b"data:" + line + b"\n\n", b"data: " + line + b" \n\n",
+                        b"data: " + line + b"\r\n\r\n", b"data: " + line + b"\n",
+                        b"data: " + _broken_line(line, b"\n") + b"\n\n",
+                        b"data: " + _broken_line(line, b" \r\n") + b"\n\n"):
+        assert frame.event_text(other_event, 1 << 20) is None  # left to the lines' reading
+
+
+def _broken_line(line: bytes, blank: bytes) -> bytes:
+    """*line* with *blank* after its text's string token: JSON would read the same text,
+    but an SSE reader reads two lines."""
+    token = re.search(rb'"content"\s*:\s*("(?:[^"\\]|\\.)*")', line, re.DOTALL)
+    assert token is not None
+    return line[:token.end()] + blank + line[token.end():]
+
+
+EVENT_BYTES = st.sampled_from(b'"\\:,{}[] 0an\xff\n\r')
+
+
+@st.composite
+def sse_bodies(draw) -> list[bytes]:
+    """A stream's events as a server may send them: content deltas of one frame, other
+    chunks, comments and [DONE], some with bytes changed, dropped or added."""
+    write = draw(st.sampled_from(WRITERS))
+    events = [b"data: " + write(_chunk(draw(TEXTS))) + b"\n\n"]
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["text", "text", "text", "broken", "other", "comment",
+                                     "done"]))
+        if kind == "text":
+            line = write(_chunk(draw(TEXTS)))
+        elif kind == "broken":  # a line break beside the text's string
+            line = _broken_line(write(_chunk(draw(TEXTS))), draw(st.sampled_from(
+                [b"\n", b" \n", b"\r\n"])))
+        elif kind == "other":
+            changed = _chunk(draw(TEXTS))
+            draw(st.sampled_from(CHANGES))(changed)
+            line = write(changed)
+        else:
+            line = b": ping" if kind == "comment" else b"[DONE]"
+        event = bytearray((line if kind == "comment" else b"data: " + line) + b"\n\n")
+        for _ in range(draw(st.integers(0, 2))):
+            at = draw(st.integers(0, len(event)))
+            byte = draw(EVENT_BYTES)
+            how = draw(st.sampled_from(["put", "drop", "add"]))
+            if how == "add" or at == len(event):
+                event.insert(at, byte)
+            elif how == "put":
+                event[at] = byte
+            else:
+                del event[at]
+        if draw(st.integers(0, 5)) == 0:  # its line runs on into the next event's
+            event = event.rstrip(b"\n")
+        events.append(bytes(event))
+    return events
+
+
+def _read(parts: list[bytes], limit: int) -> tuple[list, object]:
+    """The chunks a relay takes from *parts*, and how the reading stopped (as the relay
+    stops: at the first failure or end)."""
+    body = _SSEBody(limit)
+    body.frames = True
+    chunks: list = []
+    for part in [*parts, b""]:
+        try:
+            got, failure, ended = body.chunks(part)
+        except UpstreamError as exc:
+            return chunks, exc.code
+        chunks += got
+        if failure is not None or ended:
+            return chunks, (failure, ended)
+    return chunks, None
+
+
+@settings(max_examples=300)
+@given(sse_bodies(), st.data(), st.sampled_from([1 << 20, 160]))
+def test_events_read_whole_are_read_as_their_lines_are(events, data, limit) -> None:
+    # one part per event (the frame's short way where it applies) against each event cut in
+    # two (every line through SSELines): the same chunks and texts, and the same stop
+    split = []
+    for event in events:
+        at = data.draw(st.integers(1, max(1, len(event) - 1)))
+        split += [event[:at], event[at:]]
+    assert _read(events, limit) == _read([p for p in split if p], limit)

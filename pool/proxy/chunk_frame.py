@@ -31,11 +31,13 @@ class ContentFrame:
     """The bytes of a one-choice content chunk around its text (``None`` from
     :meth:`learn` when the chunk is not one)."""
 
-    __slots__ = ("before", "after", "start", "end")
+    __slots__ = ("before", "after", "start", "end", "event_before", "event_after")
 
     def __init__(self, before: bytes, after: bytes) -> None:
         self.before, self.after = before, after
         self.start, self.end = len(before), len(after)
+        # the same, as an SSE event carries it: "data: " first, the blank line after
+        self.event_before, self.event_after = b"data: " + before, after + b"\n\n"
 
     @classmethod
     def learn(cls, data: bytes, chunk: dict[str, Any]) -> ContentFrame | None:
@@ -72,6 +74,23 @@ class ContentFrame:
             text = orjson.loads(data[self.start:len(data) - self.end])
         except orjson.JSONDecodeError:
             return None  # e.g. bytes that are not UTF-8, or overlapping ends: the usual parse
+        return text if type(text) is str else None
+
+    def event_text(self, part: bytes, limit: int) -> str | None:
+        """The text of *part* if it is one whole SSE event, ``data: `` and this frame's chunk
+        with a text of its own on one line of at most *limit* bytes, then a blank line, read
+        from the start of a line: what ``text`` reads of the payload that ``SSELines`` takes
+        from that part. Else None (the part is left to them)."""
+        start = len(self.event_before)
+        end = len(part) - len(self.event_after)
+        if end < start or not part.startswith(self.event_before) \
+                or not part.endswith(self.event_after) \
+                or part.find(b"\n", start) != len(part) - 2 or len(part) - 2 > limit:
+            return None
+        try:
+            text = orjson.loads(part[start:end])
+        except orjson.JSONDecodeError:
+            return None
         return text if type(text) is str else None
 
     def _same_shape(self, chunk: dict[str, Any], probe: str) -> bool:

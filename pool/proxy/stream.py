@@ -416,8 +416,13 @@ class _SSEBody:
                ) -> tuple[list[dict[str, Any] | str], tuple[str, str] | None, bool]:
         """(the chunks *part* completes, the failure it shows, whether the stream ended as it
         should); ``b""`` is the body's end. ``UpstreamError`` for a line over the limit."""
-        out: list[dict[str, Any] | str] = []
         frame = self.frame
+        if frame is not None and part and self.lines.at_line_start():
+            text = frame.event_text(part, self.lines.limit)  # most parts: one text delta
+            if text is not None:
+                self.used = True
+                return [text], None, False
+        out: list[dict[str, Any] | str] = []
         for data in self.lines.feed(part) if part else self.lines.end():
             if not data:
                 continue

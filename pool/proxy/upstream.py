@@ -130,6 +130,10 @@ class SSELines:
         self._pending: list[bytes] = []  # the line being read, in parts: joined once it ends
         self._size = 0
 
+    def at_line_start(self) -> bool:
+        """Whether the next part starts a line (nothing of one is pending)."""
+        return not self._size
+
     def feed(self, part: bytes) -> list[bytes]:
         if not self._size and part.find(b"\n") == len(part) - 2 and part.endswith(b"\n\n"):
             # one whole event and its blank line, nothing before it (most parts of a stream)
