@@ -8,7 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from toolcodec.repair.heuristics import Pipeline
 from toolcodec.repair.xml_heuristics import default_pipeline
-from toolcodec.repair.xmlcall import _join_text, decode_xml_call
+from toolcodec.repair.xmlcall import _join_text, _split_scan, decode_xml_call, split_functions
 from toolcodec.results.errors import (
     INVALID_XML,
     NESTING_TOO_DEEP,
@@ -479,3 +479,20 @@ def test_attributes_of_the_tool_tag_are_its_parameters():
     assert mixed.calls[0].arguments == {"days": 2, "city": "Paris"}
     twice = decode_text('<get_weather city="Paris"><city>Oslo</city></get_weather>', tools=tools)
     assert twice.calls == [] and twice.errors[0].code == "invalid_xml"  # never a guess
+
+
+# -- split_functions: several calls in one block -------------------------------------------
+
+_SPLIT_PIECES = st.sampled_from([
+    "<function=a>", "<function=b>", "<call=c>", "<invoke=d>", "<tool=e>", "<tool_call>",
+    "</function>", "</call>", "<parameter=p>", "<parameter p>", "</parameter>", "</parameter >",
+    "<![CDATA[", "]]>", "text", "\n", " ", "<", "=", "function=", "<functions>"])
+
+
+@settings(max_examples=400)
+@given(st.lists(_SPLIT_PIECES, max_size=14).map("".join))
+def test_split_functions_short_way_is_the_scans_answer(payload):
+    # the short way (at most one opener) answers what the pass over the tokens answers
+    parts = split_functions(payload)
+    assert parts == _split_scan(payload)
+    assert "".join(parts) == payload

@@ -53,6 +53,8 @@ _FUNCTION_NAME_RE = re.compile(
 )
 _PARAM_CLOSE = re.compile(r"</parameter[ \t\r\n]*>")
 _PARAM_OR_CALL_END = re.compile(r"<parameter[ \t\r\n=>]|</(?:function|call|invoke|tool)>")
+# A call's opener wherever it is (CDATA included): fewer than two, nothing to split.
+_CALL_OPEN = re.compile("<" + _CALL_TAG + "=")
 # What split_functions reads, in one pass: CDATA (skipped whole), a call's opener and its
 # close tag, and parameter tags.
 _SPLIT_TOKENS = re.compile(r"(?P<cdata><!\[CDATA\[.*?(?:\]\]>|\Z))"
@@ -561,6 +563,14 @@ def split_functions(payload: str) -> list[str]:
     call close tag (else the value was never closed and the opener starts the next call).
     One pass; the look-ahead's answers are kept while they hold, so that many openers inside
     one value cost one scan."""
+    first = _CALL_OPEN.search(payload)
+    if first is None or _CALL_OPEN.search(payload, first.end()) is None:
+        return [payload]  # at most one opener (the one call most bodies hold): nothing to split
+    return _split_scan(payload)
+
+
+def _split_scan(payload: str) -> list[str]:
+    """``split_functions``' pass over the payload's tokens."""
     starts: list[int] = []
     balance = 0  # value tags opened minus closed since the current call started or closed
     own = other = None  # the look-ahead's last answers (the next </parameter>, the next other)
