@@ -64,7 +64,8 @@ def read_valid_call(part: str, fmt: str, tag: str | None, registry: Any,
     name, raw_args, ampersand = read
     repairs = [_ESCAPE_AMPERSAND] if ampersand else []
     args, coerced, valid = coerce_checked(spec, raw_args, text_values=True, limits=limits)
-    if not same_value(args, raw_args):  # the pipeline records a change only
+    # the pipeline records a change only (none when the same object came back)
+    if args is not raw_args and not same_value(args, raw_args):
         repairs += coerced
     else:
         args = raw_args
