@@ -116,20 +116,26 @@ def test_whatever_bytes_come_a_text_read_by_the_frame_is_what_the_parse_reads(
         write, first, data) -> None:
     frame = ContentFrame.learn(write(_chunk(first)), _chunk(first))
     assert frame is not None
-    line = bytearray(write(_chunk(data.draw(TEXTS))))
-    for _ in range(data.draw(st.integers(1, 3))):  # bytes changed, dropped or added anywhere
-        at = data.draw(st.integers(0, len(line)))
-        byte = data.draw(st.sampled_from(b'"\\:,{}[] 0an\xff'))
-        how = data.draw(st.sampled_from(["put", "drop", "add"]))
-        if how == "add" or at == len(line):
-            line.insert(at, byte)
-        elif how == "put":
-            line[at] = byte
-        else:
-            del line[at]
-    text = frame.text(bytes(line))
+    line = _damaged(data.draw, write(_chunk(data.draw(TEXTS))), data.draw(st.integers(1, 3)),
+                    st.sampled_from(b'"\\:,{}[] 0an\xff'))
+    text = frame.text(line)
     if text is not None:
-        assert orjson.loads(bytes(line)) == _chunk(text)
+        assert orjson.loads(line) == _chunk(text)
+
+
+def _damaged(draw, value: bytes, times: int, byte: st.SearchStrategy[int]) -> bytes:
+    """*value* with a byte changed, dropped or added anywhere, *times* times."""
+    out = bytearray(value)
+    for _ in range(times):
+        at = draw(st.integers(0, len(out)))
+        how = draw(st.sampled_from(["put", "drop", "add"]))
+        if how == "add" or at == len(out):
+            out.insert(at, draw(byte))
+        elif how == "put":
+            out[at] = draw(byte)
+        else:
+            del out[at]
+    return bytes(out)
 
 
 # -- one whole SSE event read by the frame (``_SSEBody``'s short way) ------------------------
@@ -181,20 +187,11 @@ def sse_bodies(draw) -> list[bytes]:
             line = write(changed)
         else:
             line = b": ping" if kind == "comment" else b"[DONE]"
-        event = bytearray((line if kind == "comment" else b"data: " + line) + b"\n\n")
-        for _ in range(draw(st.integers(0, 2))):
-            at = draw(st.integers(0, len(event)))
-            byte = draw(EVENT_BYTES)
-            how = draw(st.sampled_from(["put", "drop", "add"]))
-            if how == "add" or at == len(event):
-                event.insert(at, byte)
-            elif how == "put":
-                event[at] = byte
-            else:
-                del event[at]
+        event = _damaged(draw, (line if kind == "comment" else b"data: " + line) + b"\n\n",
+                         draw(st.integers(0, 2)), EVENT_BYTES)
         if draw(st.integers(0, 5)) == 0:  # its line runs on into the next event's
             event = event.rstrip(b"\n")
-        events.append(bytes(event))
+        events.append(event)
     return events
 
 
