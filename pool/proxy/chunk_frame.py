@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 import orjson
+from toolcodec.pool.proxy.upstream import one_event
 
 # A JSON string token (linear: a character that is neither quote nor backslash, or an escape).
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -77,15 +78,14 @@ class ContentFrame:
         return text if type(text) is str else None
 
     def event_text(self, part: bytes, limit: int) -> str | None:
-        """The text of *part* if it is one whole SSE event, ``data: `` and this frame's chunk
-        with a text of its own on one line of at most *limit* bytes, then a blank line, read
-        from the start of a line: what ``text`` reads of the payload that ``SSELines`` takes
-        from that part. Else None (the part is left to them)."""
+        """The text of *part* if it is one whole SSE event (``one_event``, read from the start
+        of a line), ``data: `` and this frame's chunk with a text of its own: what ``text``
+        reads of the payload that ``SSELines`` takes from that part. Else None (the part is
+        left to them)."""
         start = len(self.event_before)
         end = len(part) - len(self.event_after)
         if end < start or not part.startswith(self.event_before) \
-                or not part.endswith(self.event_after) \
-                or part.find(b"\n", start) != len(part) - 2 or len(part) - 2 > limit:
+                or not part.endswith(self.event_after) or not one_event(part, limit):
             return None
         try:
             text = orjson.loads(part[start:end])

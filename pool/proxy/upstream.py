@@ -115,6 +115,13 @@ async def read_body(response: Response, limit: int) -> bytes:
         raise too_large(limit) from None
 
 
+def one_event(part: bytes, limit: int) -> bool:
+    """Whether *part* is one line of at most *limit* bytes and the blank line after it: read
+    from the start of a line, one event whose line is ``part[:-2]``."""
+    return part.find(b"\n") == len(part) - 2 and part.endswith(b"\n\n") \
+        and len(part) - 2 <= limit
+
+
 class SSELines:
     """The ``data:`` payloads of an SSE stream, from the parts of its body as they come:
     :meth:`feed` returns those a part completes (bytes, as they came: ``orjson`` reads them
@@ -135,10 +142,7 @@ class SSELines:
         return not self._size
 
     def feed(self, part: bytes) -> list[bytes]:
-        if not self._size and part.find(b"\n") == len(part) - 2 and part.endswith(b"\n\n"):
-            # one whole event and its blank line, nothing before it (most parts of a stream)
-            if len(part) - 2 > self.limit:
-                raise too_large(self.limit)
+        if not self._size and one_event(part, self.limit):  # most parts of a stream
             return [part[5:].strip()] if part.startswith(b"data:") else []
         if b"\n" not in part:
             self._pending.append(part)
