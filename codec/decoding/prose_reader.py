@@ -23,6 +23,7 @@ from toolcodec.formats.table import END_OF_GENERATION
 from toolcodec.repair.normalize import replace_surrogates
 from toolcodec.scanning.bracket_depth import bracket_depth
 
+PROSE_JSON_FORMAT = "json"  # the format of a call written as JSON in prose
 MAX_CANDIDATES = 32  # JSON candidates tried per stretch of prose between blocks
 CALL_MARKERS = ("functools",)  # a word before JSON in prose that says "this is a call"
 # Every proper head of a call marker: what the end of a chunk may hold of one.
@@ -228,7 +229,7 @@ class ProseReader:
             # {"name": NAME} of a tool with parameters describes it: not a call's shape
             self.known_shape = self.known_shape or ok or all(a is not None for _, a in pairs)
             if ok:
-                fmt = "pythonic" if cur.kind == "pycall" else "json"
+                fmt = "pythonic" if cur.kind == "pycall" else PROSE_JSON_FORMAT
                 for call in calls:
                     call.format = fmt
                 self.pos = end

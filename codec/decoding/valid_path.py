@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 from toolcodec.decoding.assembly import Assembly
-from toolcodec.decoding.prose_reader import marker_before, whole_value_end
+from toolcodec.decoding.prose_reader import PROSE_JSON_FORMAT, marker_before, whole_value_end
 from toolcodec.decoding.textjson import call_pairs
 from toolcodec.decoding.valid_xml import read_valid_call
 from toolcodec.formats.builtin import FORMAT_ID, without_think_close
@@ -54,7 +54,6 @@ _THINK, _THINK_CLOSE = "<think>", "</think>"  # the reasoning block (formats.rea
 _FUNCTION = "<function="  # the head of a Qwen3-Coder body
 _FUNCTION_FORMAT = FORMAT_ID["function"]
 _TAG_FORMAT = FORMAT_ID["tool_tag"]  # <NAME><P>…</P></NAME> in prose
-_PROSE_FORMAT = "json"  # a call written as JSON in prose
 
 
 def decode_valid(codec: Any, text: str) -> DecodeResult | None:
@@ -201,7 +200,7 @@ def _prose_json(codec: Any, text: str, pos: int, start: int
     if not ok:
         return None
     for call in calls:
-        call.format = _PROSE_FORMAT
+        call.format = PROSE_JSON_FORMAT
     return begin, end, calls
 
 
